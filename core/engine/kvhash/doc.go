@@ -28,7 +28,8 @@
 //   - All functions are pure, deterministic, safe for concurrent use and never
 //     panic. The hot-path functions ([BlockHash], [BlockHashes],
 //     [SequenceHashes]) do not allocate beyond growing the caller's dst
-//     slice (for at most [MaxInlineMM] multimodal hashes per block).
+//     slice, for blocks of up to 1024 tokens with at most [MaxInlineMM]
+//     multimodal hashes.
 //   - On the JSON wire these u64 values travel as signed i64 (bit
 //     reinterpretation); conversion is the caller's business.
 //

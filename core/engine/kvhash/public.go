@@ -18,8 +18,14 @@ const MaxInlineMM = 32
 
 // scratchBytes is the size of the on-stack buffer a block window is
 // serialised into before hashing. Windows up to 128 tokens (plus a few
-// multimodal hashes) take the single-shot path; longer windows are streamed.
+// multimodal hashes) take this path.
 const scratchBytes = 640
+
+// largeScratchBytes is the second tier: windows up to 1024 tokens are
+// serialised into a larger stack buffer (kept out of the common path because
+// zeroing it costs tens of nanoseconds). Longer windows are streamed, which
+// costs one allocation (the seeded secret of the streaming hasher).
+const largeScratchBytes = 4096
 
 // chunkBytes is the size of the buffer used to feed long windows to the
 // streaming hasher.
@@ -47,8 +53,8 @@ func BlockSeed(loraName, cacheSalt string) uint64 {
 // little-endian u32 values, then mm (the block's multimodal hashes) sorted
 // ascending as little-endian u64 values.
 //
-// mm is never modified. The call does not allocate unless mm holds more than
-// MaxInlineMM unsorted values.
+// mm is never modified. The call does not allocate for windows up to 1024
+// tokens with at most MaxInlineMM multimodal hashes.
 func BlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
 	n := 4*len(window) + 8*len(mm)
 	if n <= scratchBytes && len(mm) <= MaxInlineMM {
@@ -61,7 +67,22 @@ func BlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
 		off = putSortedMM(buf[:], off, mm)
 		return xxh3.HashSeed(buf[:off], seed)
 	}
+	if n <= largeScratchBytes && len(mm) <= MaxInlineMM {
+		return largeBlockHash(window, seed, mm)
+	}
 	return streamBlockHash(window, seed, mm)
+}
+
+// largeBlockHash is BlockHash for windows that fit largeScratchBytes.
+func largeBlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
+	var buf [largeScratchBytes]byte
+	off := 0
+	for _, t := range window {
+		binary.LittleEndian.PutUint32(buf[off:], t)
+		off += 4
+	}
+	off = putSortedMM(buf[:], off, mm)
+	return xxh3.HashSeed(buf[:off], seed)
 }
 
 // putSortedMM writes mm (at most MaxInlineMM values, which must fit in buf
