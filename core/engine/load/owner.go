@@ -1,0 +1,155 @@
+package load
+
+import "slices"
+
+// Owner is one schedulable unit of a partition: a worker and one of its
+// global data-parallel ranks. Owners order by (Worker, Rank).
+type Owner struct {
+	Worker uint64
+	Rank   uint32
+}
+
+// Compare orders owners by Worker, then Rank; it returns -1, 0 or +1.
+func (o Owner) Compare(p Owner) int {
+	switch {
+	case o.Worker < p.Worker:
+		return -1
+	case o.Worker > p.Worker:
+		return 1
+	case o.Rank < p.Rank:
+		return -1
+	case o.Rank > p.Rank:
+		return 1
+	}
+	return 0
+}
+
+// RankLoad is the load of one owner as the cost function and /loads see it.
+type RankLoad struct {
+	Owner Owner
+	// ActivePrefillTokens is the sum of PrefillTokens of the owner's live
+	// bookings whose prefill has not completed.
+	ActivePrefillTokens uint64
+	// ActiveBlocks is round(sum of the weights of the owner's live prompt
+	// blocks, de-duplicated, and of its bookings' output blocks).
+	ActiveBlocks uint64
+	// ActiveRequests is the number of live bookings on the owner.
+	ActiveRequests int
+}
+
+// ownerState is the per-owner aggregate. Slots are indices into
+// Tracker.owners; a slot is stable for the owner's lifetime and reused only
+// after RemoveOwner has released every trie entry and booking that named it.
+type ownerState struct {
+	id   Owner
+	live bool
+	// prefill is the sum of prefill of the owner's live bookings.
+	prefill uint64
+	// weight is the fixed-point sum (WeightUnit per block) of the owner's
+	// live prompt-entry weights × edge lengths plus its output weights.
+	weight uint64
+	// bookings lists the booking slab indices of the owner's live bookings;
+	// bookingRec.ownerPos is each one's position here (swap-remove).
+	bookings []uint32
+}
+
+// AddOwner makes o known to the tracker so that bookings may name it. It is
+// idempotent: adding a known owner changes nothing. Cost O(owners).
+func (t *Tracker) AddOwner(o Owner) {
+	if _, ok := t.slots[o]; ok {
+		return
+	}
+	var slot uint32
+	if n := len(t.freeSlots); n > 0 {
+		slot = t.freeSlots[n-1]
+		t.freeSlots = t.freeSlots[:n-1]
+	} else {
+		slot = uint32(len(t.owners))
+		t.owners = append(t.owners, ownerState{})
+		t.ord = append(t.ord, 0)
+	}
+	st := &t.owners[slot]
+	st.id, st.live, st.prefill, st.weight = o, true, 0, 0
+	st.bookings = st.bookings[:0]
+	t.slots[o] = slot
+
+	at, _ := slices.BinarySearchFunc(t.order, o, func(s uint32, o Owner) int {
+		return t.owners[s].id.Compare(o)
+	})
+	t.order = slices.Insert(t.order, at, slot)
+	t.renumber(at)
+}
+
+// RemoveOwner drops o: every booking it held is freed (its prompt blocks
+// released, its prefill and output blocks forgotten) and o becomes unknown.
+// It returns the ids of those bookings in ascending order, or nil when o was
+// not known. Later lifecycle calls for those ids return ErrNotFound.
+func (t *Tracker) RemoveOwner(o Owner) []string {
+	slot, ok := t.slots[o]
+	if !ok {
+		return nil
+	}
+	st := &t.owners[slot]
+	ids := make([]string, 0, len(st.bookings))
+	// free swap-removes from st.bookings, so always take the last one.
+	for len(st.bookings) > 0 {
+		bi := st.bookings[len(st.bookings)-1]
+		ids = append(ids, t.books[bi].id)
+		t.free(bi)
+	}
+	slices.Sort(ids)
+
+	at := int(t.ord[slot])
+	t.order = slices.Delete(t.order, at, at+1)
+	t.renumber(at)
+	delete(t.slots, o)
+	st.live, st.prefill, st.weight = false, 0, 0
+	t.freeSlots = append(t.freeSlots, slot)
+	return ids
+}
+
+// HasOwner reports whether o is known (added and not removed).
+func (t *Tracker) HasOwner(o Owner) bool {
+	_, ok := t.slots[o]
+	return ok
+}
+
+// Owners returns the number of known owners.
+func (t *Tracker) Owners() int { return len(t.order) }
+
+// renumber refreshes ord for order[from:], after an insertion or deletion
+// at from.
+func (t *Tracker) renumber(from int) {
+	for i := from; i < len(t.order); i++ {
+		t.ord[t.order[i]] = uint32(i)
+	}
+}
+
+// Load returns o's current load. An unknown owner has zero load.
+func (t *Tracker) Load(o Owner) RankLoad {
+	slot, ok := t.slots[o]
+	if !ok {
+		return RankLoad{Owner: o}
+	}
+	return t.loadOf(slot)
+}
+
+// Loads appends the load of every known owner to dst, sorted by
+// (Worker, Rank), and returns the extended slice. It allocates only when dst
+// lacks capacity.
+func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
+	for _, slot := range t.order {
+		dst = append(dst, t.loadOf(slot))
+	}
+	return dst
+}
+
+func (t *Tracker) loadOf(slot uint32) RankLoad {
+	st := &t.owners[slot]
+	return RankLoad{
+		Owner:               st.id,
+		ActivePrefillTokens: st.prefill,
+		ActiveBlocks:        roundBlocks(st.weight),
+		ActiveRequests:      len(st.bookings),
+	}
+}

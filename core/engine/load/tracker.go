@@ -1,0 +1,46 @@
+package load
+
+// Tracker is the active-load accounting of one partition: the live bookings
+// of all its owners and the prompt trie they share. The zero value is not
+// usable; call NewTracker.
+//
+// A Tracker is single-threaded: the caller serialises every method call
+// (see the package documentation). Methods never retain caller memory
+// except Booking.Hashes, which Add keeps.
+type Tracker struct {
+	// Owners. slots maps a known owner to its slot in owners; order lists
+	// the live slots sorted by Owner and ord[slot] is a slot's index in
+	// order. freeSlots are dead slots awaiting reuse.
+	owners    []ownerState
+	slots     map[Owner]uint32
+	order     []uint32
+	ord       []uint32
+	freeSlots []uint32
+
+	// Prompt trie (trie.go). nodes[0] is the reserved nilNode; heads maps
+	// the first hash of an edge to the head of its same-hash chain.
+	nodes     []node
+	freeNodes []uint32
+	heads     map[uint64]uint32
+
+	// Bookings (booking.go): a slab with a free list, indexed by id.
+	books     []bookingRec
+	freeBooks []uint32
+	byID      map[string]uint32
+
+	// scratch is reused by Expire.
+	scratch []uint32
+}
+
+// NewTracker returns an empty tracker with no owners.
+func NewTracker() *Tracker {
+	return &Tracker{
+		slots: make(map[Owner]uint32),
+		nodes: make([]node, 1), // nodes[nilNode] is never used
+		heads: make(map[uint64]uint32),
+		byID:  make(map[string]uint32),
+	}
+}
+
+// Len returns the number of live bookings.
+func (t *Tracker) Len() int { return len(t.byID) }
