@@ -25,7 +25,7 @@ type Listener struct {
 	// Processor-owned fields: touched only by the processor goroutine.
 	rp       *replayer // nil without a replay endpoint
 	wm       watermark
-	epoch    uint64      // connection epoch of the last processed batch
+	epoch    uint64 // connection epoch of the last processed batch
 	seed     maphash.Seed
 	lastHash uint64 // hash of the payload applied as wm.w (replay only)
 	hasHash  bool

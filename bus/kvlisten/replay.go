@@ -22,7 +22,6 @@ type replayer struct {
 	onMalformed func(error)
 }
 
-
 // fetch asks for every buffered batch with seq >= start and calls fn for each
 // reply, in the order received, until fn returns false (the caller has what
 // it needs), the end marker arrives (ended == true) or the engine is silent
