@@ -1,0 +1,48 @@
+// Package bus is kvselect's replica clustering transport over NATS.
+//
+// Replicas of one selector cluster share a NATS bus. Over it they fan out
+// booking lifecycle events (admission, prefill complete, free) and
+// session-affinity bindings, announce themselves with heartbeats, and (later)
+// serve index snapshots to recovering peers. Everything here is best-effort
+// and unsequenced by contract, exactly core NATS's at-most-once delivery: a
+// dropped event is a temporary load divergence that later events and
+// snapshots repair, never an error surfaced to a selection.
+//
+// # Pieces
+//
+//   - [StartEmbedded] runs an in-process nats-server for single-node mode
+//     (no socket unless asked) or as one node of an embedded NATS cluster.
+//   - [Connect] dials an external NATS (or the embedded server in process)
+//     with the options a long-lived replica needs: reconnect forever, no
+//     reconnect buffer (stale events are dropped, not replayed), fast stale
+//     connection detection, and handlers that log through slog and count.
+//   - [Subjects] builds the versioned, cluster-scoped subject names.
+//   - [Lifecycle], [Affinity] and [Heartbeat] are the wire messages, each a
+//     versioned msgpack envelope with a hand-written, forward-tolerant codec
+//     ([Encoder], [Decoder]); the exact bytes are pinned by golden files.
+//   - [Transport] is the seam between the replicator and NATS; [NATSTransport]
+//     implements it over a *nats.Conn and [MemNetwork] in memory. Both pass
+//     the same conformance suite.
+//   - [Members] is a pure membership table (no goroutines, no clock): it
+//     tracks live replicas from heartbeats, expires silent ones and reports
+//     restarts (a new boot id for a known replica id).
+//   - [Replicator] ties them together for the core service: non-blocking
+//     publishing through a bounded queue, inbound callbacks from a single
+//     goroutine through bounded queues, echo and non-peer filtering, peer
+//     management and heartbeats.
+//
+// # Identity
+//
+// A replica id is an opaque string (a Dynamo-style "tcp://host:port" works)
+// and travels only inside payloads; where a subject must name a replica it
+// uses [ReplicaToken], a hash of the id. Each process also draws a random
+// 64-bit boot id at start. (replica id, boot id) identifies one incarnation:
+// receivers drop their own echoes by it, and a changed boot id for a known
+// replica means that replica restarted and everything it booked is gone.
+//
+// # Dependencies
+//
+// This package imports the standard library, nats.go, nats-server (for the
+// embedded server) and msgpack only. It never imports core/: it speaks its
+// own wire types, and core translates.
+package bus
