@@ -36,7 +36,7 @@ type Affinity struct {
 const affinityFields = 7
 
 var (
-	_ Message                = (*Affinity)(nil)
+	_ Message               = (*Affinity)(nil)
 	_ msgpack.CustomEncoder = (*Affinity)(nil)
 	_ msgpack.CustomDecoder = (*Affinity)(nil)
 )

@@ -30,7 +30,7 @@ const (
 )
 
 var (
-	_ Message                = (*Heartbeat)(nil)
+	_ Message               = (*Heartbeat)(nil)
 	_ msgpack.CustomEncoder = (*Heartbeat)(nil)
 	_ msgpack.CustomDecoder = (*Heartbeat)(nil)
 )

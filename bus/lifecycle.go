@@ -79,7 +79,7 @@ const (
 )
 
 var (
-	_ Message                = (*Lifecycle)(nil)
+	_ Message               = (*Lifecycle)(nil)
 	_ msgpack.CustomEncoder = (*Lifecycle)(nil)
 	_ msgpack.CustomDecoder = (*Lifecycle)(nil)
 )
