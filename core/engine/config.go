@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config is the router configuration that shapes selection and accounting (Dynamo's
+// KvRouterConfig, spec §13.1). The zero value is not valid: start from DefaultConfig. Every field
+// keeps Dynamo's name and default so that DYN_ROUTER_* settings reproduce Dynamo's behaviour.
+type Config struct {
+	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
+	OverlapScoreCreditDecay    float64 // credit decay with relative prefill load (0)
+	PrefillLoadScale           float64 // weight of the prefill term (1.0)
+	DecodeActiveRequestWeight  float64 // cost per active request (0)
+	HostCacheHitWeight         float64 // credit per host-pinned extension block (0.75)
+	DiskCacheHitWeight         float64 // credit per disk/external extension block (0.25)
+	SharedCacheMultiplier      float64 // credit per shared-cache block beyond device (0)
+	Temperature                float64 // softmax temperature; 0 = arg-min with random ties
+	UseKVEvents                bool    // index from worker ZMQ events (true) or from bookings (false)
+	TrackActiveBlocks          bool
+	TrackOutputBlocks          bool
+	AssumeKVReuse              bool // false: one random tracking hash per block
+	TrackPrefillTokens         bool
+	TrackingHash               string // "public-xxh3-v1" or "keyed-xxh3-v1"
+	TrackingKeyFile            string
+	TrackingKeyID              string
+	TTL                        time.Duration // approximate-index retention (use_kv_events=false)
+	ApproximateCachePolicy     string        // "ttl" or "lru"
+	QueueThreshold             *float64      // enables queueing when set
+	QueuePolicy                string        // fcfs, lcfs, wspt
+	PolicyConfig               string        // YAML path (policy classes); enables queueing
+	EventThreads               int
+	ActiveRequestExpiry        time.Duration // expiry guard for bookings (300 s)
+	DecodeBusyThreshold        *float64      // conditional_disagg_decode_busy_threshold
+	PrefillBusyThreshold       *float64      // conditional_disagg_prefill_busy_threshold
+	PredictedTTL               *time.Duration
+	MinInitialWorkers          int
+	SessionAffinityTTL         time.Duration // 0 = off
+	SelectionCacheTTL          time.Duration // pending selections (120 s)
+	SelectionCacheMaxEntries   int           // 4096
+	SelectionCacheMaxBytes     int64         // 256 MiB
+	ApproximateLRUFallbackWarn bool          // set by Validate when lru falls back to ttl
+}
+
+// Tracking-hash algorithm names.
+const (
+	TrackingPublic = "public-xxh3-v1"
+	TrackingKeyed  = "keyed-xxh3-v1"
+)
+
+// DefaultPrefillCapacity is the prefill token capacity assumed for a worker that did not
+// register max_num_batched_tokens (Dynamo's default).
+const DefaultPrefillCapacity = 10_000_000
+
+// DefaultConfig returns Dynamo's defaults.
+func DefaultConfig() Config {
+	return Config{
+		OverlapScoreCredit:       1.0,
+		PrefillLoadScale:         1.0,
+		HostCacheHitWeight:       0.75,
+		DiskCacheHitWeight:       0.25,
+		UseKVEvents:              true,
+		TrackActiveBlocks:        true,
+		AssumeKVReuse:            true,
+		TrackPrefillTokens:       true,
+		TrackingHash:             TrackingPublic,
+		TTL:                      120 * time.Second,
+		ApproximateCachePolicy:   "ttl",
+		QueuePolicy:              "fcfs",
+		EventThreads:             4,
+		ActiveRequestExpiry:      300 * time.Second,
+		SelectionCacheTTL:        120 * time.Second,
+		SelectionCacheMaxEntries: 4096,
+		SelectionCacheMaxBytes:   256 << 20,
+	}
+}
+
+// QueueingEnabled reports whether the router queue (and thus the max_num_batched_tokens
+// requirement) is on.
+func (c *Config) QueueingEnabled() bool { return c.QueueThreshold != nil || c.PolicyConfig != "" }
+
+// Validate checks the configuration; the error names the offending setting, as in
+// "invalid KV router configuration: router_temperature must be ...".
+func (c *Config) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("invalid KV router configuration: "+format, args...)
+	}
+	nonNeg := []struct {
+		name string
+		v    float64
+	}{
+		{"overlap_score_credit", c.OverlapScoreCredit},
+		{"overlap_score_credit_decay", c.OverlapScoreCreditDecay},
+		{"prefill_load_scale", c.PrefillLoadScale},
+		{"decode_active_request_weight", c.DecodeActiveRequestWeight},
+		{"router_temperature", c.Temperature},
+	}
+	for _, f := range nonNeg {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fail("%s must be a finite, non-negative number (got %v)", f.name, f.v)
+		}
+	}
+	unit := []struct {
+		name string
+		v    float64
+	}{
+		{"host_cache_hit_weight", c.HostCacheHitWeight},
+		{"disk_cache_hit_weight", c.DiskCacheHitWeight},
+		{"shared_cache_multiplier", c.SharedCacheMultiplier},
+	}
+	for _, f := range unit {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return fail("%s must be between 0 and 1 (got %v)", f.name, f.v)
+		}
+	}
+	if c.TrackOutputBlocks && !c.TrackActiveBlocks {
+		return fail("router_track_output_blocks requires router_track_active_blocks")
+	}
+	switch c.TrackingHash {
+	case TrackingPublic:
+		if c.TrackingKeyFile != "" || c.TrackingKeyID != "" {
+			return fail("router tracking key options require router_tracking_hash=%s", TrackingKeyed)
+		}
+	case TrackingKeyed:
+		if c.TrackingKeyFile == "" {
+			return fail("router_tracking_key_file is required when router_tracking_hash=%s", TrackingKeyed)
+		}
+		if c.TrackingKeyID == "" {
+			return fail("router_tracking_key_id is required when router_tracking_hash=%s", TrackingKeyed)
+		}
+	default:
+		return fail("router_tracking_hash must be %s or %s, got %q", TrackingPublic, TrackingKeyed, c.TrackingHash)
+	}
+	if c.TTL < 0 {
+		return fail("router_ttl_secs must be non-negative")
+	}
+	switch c.ApproximateCachePolicy {
+	case "ttl":
+	case "lru":
+		if c.UseKVEvents {
+			return fail("router_approximate_cache_policy=lru is not supported with use_kv_events=true")
+		}
+		// Without events lru falls back to TTL retention; the service warns once.
+		c.ApproximateCachePolicy = "ttl"
+		c.ApproximateLRUFallbackWarn = true
+	default:
+		return fail("router_approximate_cache_policy must be ttl or lru, got %q", c.ApproximateCachePolicy)
+	}
+	if c.QueueThreshold != nil && (math.IsNaN(*c.QueueThreshold) || *c.QueueThreshold < 0) {
+		return fail("router_queue_threshold must be non-negative")
+	}
+	switch c.QueuePolicy {
+	case "fcfs", "lcfs", "wspt":
+	default:
+		return fail("router_queue_policy must be fcfs, lcfs or wspt, got %q", c.QueuePolicy)
+	}
+	if c.EventThreads < 1 {
+		return fail("router_event_threads must be at least 1")
+	}
+	if c.ActiveRequestExpiry <= 0 {
+		return fail("active_request_expiry_secs must be positive")
+	}
+	for _, t := range []struct {
+		name string
+		v    *float64
+	}{{"conditional_disagg_decode_busy_threshold", c.DecodeBusyThreshold}, {"conditional_disagg_prefill_busy_threshold", c.PrefillBusyThreshold}} {
+		if t.v != nil && (math.IsNaN(*t.v) || *t.v < 0) {
+			return fail("%s must be non-negative", t.name)
+		}
+	}
+	if c.PredictedTTL != nil {
+		if *c.PredictedTTL < 0 {
+			return fail("router_predicted_ttl_secs must be non-negative")
+		}
+		if !c.UseKVEvents {
+			return fail("router_predicted_ttl_secs requires use_kv_events=true")
+		}
+	}
+	if c.SessionAffinityTTL < 0 || c.SessionAffinityTTL > 31_536_000*time.Second {
+		return fail("session_affinity_ttl_secs must be between 1 and 31536000")
+	}
+	if c.SelectionCacheTTL <= 0 {
+		return fail("selection_cache_ttl_secs must be positive")
+	}
+	if c.SelectionCacheMaxEntries < 1 {
+		return fail("selection_cache_max_entries must be at least 1")
+	}
+	if c.SelectionCacheMaxBytes < 1 {
+		return fail("selection_cache_max_bytes must be at least 1")
+	}
+	return nil
+}

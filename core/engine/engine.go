@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine/kvhash"
+)
+
+// Engine is the selection engine: worker catalog, per-partition prefix index and load accounting,
+// reservations, the pending-selection cache and the cost function.
+//
+// The engine is a pure state machine in the style of etcd/raft: it starts no goroutines, does no
+// I/O, never reads the clock and uses no global randomness. Time enters as the `now` argument of
+// every operation that can age state, and randomness comes from the *rand.Rand given to New.
+// Replica lifecycle events that must be published are returned as data: after each call the
+// owner drains them with TakeEffects.
+//
+// Concurrency: an Engine is not safe for concurrent use. Its owner (core.Service) serialises every
+// call behind one lock.
+type Engine struct {
+	cfg     Config
+	rng     *rand.Rand
+	keyed   *kvhash.KeyedScheme // non-nil in keyed-xxh3-v1 mode
+	workers map[uint64]*worker
+	parts   map[PartitionKey]*partition
+	resv    map[string]*reservation
+	pending *pendingCache
+	outbox  []ReplicaEvent
+
+	// scratch buffers reused across selections (the engine is single-threaded).
+	scratch selectScratch
+}
+
+// Options carries what the engine cannot obtain itself.
+type Options struct {
+	// Rand is the engine's only source of randomness (tie-breaks, softmax draws, random tracking
+	// hashes, output-block hashes). Required.
+	Rand *rand.Rand
+	// TrackingKey is the 32-byte provider key for keyed-xxh3-v1 (read from
+	// Config.TrackingKeyFile by the caller, since the engine does no I/O).
+	TrackingKey []byte
+}
+
+// New returns an engine with the given configuration, which must have passed Validate.
+func New(cfg Config, opts Options) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.New(rand.NewPCG(1, 2))
+	}
+	e := &Engine{
+		cfg:     cfg,
+		rng:     opts.Rand,
+		workers: make(map[uint64]*worker),
+		parts:   make(map[PartitionKey]*partition),
+		resv:    make(map[string]*reservation),
+		pending: newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
+	}
+	if cfg.TrackingHash == TrackingKeyed {
+		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
+		if err != nil {
+			return nil, err
+		}
+		e.keyed = k
+	}
+	return e, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// LifecycleKind is the kind of a replicated lifecycle event.
+type LifecycleKind uint8
+
+// Replicated lifecycle kinds. Output-block updates are never replicated.
+const (
+	LifecycleAdd LifecycleKind = iota + 1
+	LifecyclePrefillComplete
+	LifecycleFree
+)
+
+// ReplicaEvent is a booking lifecycle change to publish to (or received from) peer replicas.
+type ReplicaEvent struct {
+	Partition PartitionKey
+	BlockSize uint32
+	RequestID string
+	Owner     Owner
+	Kind      LifecycleKind
+	// Add is set for LifecycleAdd.
+	Add *ReplicaAdd
+}
+
+// ReplicaAdd carries an admission's booking inputs.
+type ReplicaAdd struct {
+	TokenSequence        []uint64 // tracking hashes
+	TrackPrefill         bool
+	PrefillTokens        uint64
+	ExpectedOutputTokens *uint32
+	LoraName             string
+	ISL                  uint64
+}
+
+// TakeEffects appends the replica events produced since the last call to dst and clears the
+// engine's outbox. The returned events are owned by the caller.
+func (e *Engine) TakeEffects(dst []ReplicaEvent) []ReplicaEvent {
+	dst = append(dst, e.outbox...)
+	clear(e.outbox)
+	e.outbox = e.outbox[:0]
+	return dst
+}
+
+func (e *Engine) emit(ev ReplicaEvent) { e.outbox = append(e.outbox, ev) }
+
+// Sweep reclaims what has aged out at now: bookings older than the expiry guard (their frees are
+// published), approximate-index entries past their TTL, and stale pending selections. It returns
+// the number of bookings it freed.
+func (e *Engine) Sweep(now time.Time) int {
+	cutoff := now.Add(-e.cfg.ActiveRequestExpiry).UnixNano()
+	freed := 0
+	var ids []string
+	for _, p := range e.parts {
+		ids = p.tracker.Expire(cutoff, ids[:0])
+		for _, id := range ids {
+			freed++
+			r := e.resv[id]
+			delete(e.resv, id)
+			if r != nil && !r.fromPeer {
+				e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecycleFree})
+			}
+		}
+		if p.approx != nil {
+			p.approx.expire(p.index, now.UnixNano())
+		}
+	}
+	e.pending.expire(now)
+	return freed
+}

@@ -1,0 +1,48 @@
+package engine
+
+// kvHint builds the optional kv_hint of a booking (spec §9): when another rank of the same
+// router_hint_worker_type holds a strictly longer device prefix than the chosen rank and
+// advertises a source control endpoint for its DP rank, the target is told where to fetch it.
+// Best source = longest prefix; ties → lowest (worker, rank). Only with an event-fed index.
+func (e *Engine) kvHint(sel *selection, id string) *KVHint {
+	if !e.cfg.UseKVEvents || len(sel.norm.block) == 0 {
+		return nil
+	}
+	target := sel.pick.c.w
+	kind := deref(target.spec.RouterHintWorkerType, "")
+	if kind == "" {
+		return nil
+	}
+	own := sel.pick.device
+	var best *scored
+	for i := range sel.cands {
+		s := &sel.cands[i]
+		w := s.c.w
+		if w == target && s.c.rank == sel.pick.c.rank {
+			continue
+		}
+		if s.device <= own || deref(w.spec.RouterHintWorkerType, "") != kind ||
+			deref(w.spec.KVEventSourceMode, "") == "state_agent_v2" || w.hintSources[s.c.rank] == "" {
+			continue
+		}
+		if best == nil || s.device > best.device {
+			best = s // candidates are sorted by (worker, rank): the first longest wins ties
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	ext := best.c.w
+	hashes := sel.p.index.ExternalPrefix(best.c.owner(), sel.norm.block, int(best.device), nil)
+	if len(hashes) == 0 {
+		return nil
+	}
+	return &KVHint{
+		ProtocolVersion: "0.1",
+		MessageID:       id,
+		Actions: []KVHintAction{{
+			ActionID: "a1", ActionType: "kv.fetch", ActionVersion: "1.0",
+			Payload: KVHintPayload{SourceControlEndpoint: ext.hintSources[best.c.rank], BlockHashes: toI64(hashes)},
+		}},
+	}
+}

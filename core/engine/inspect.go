@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+)
+
+// PotentialLoad is one rank's load, with or without a prompt's projected contribution.
+type PotentialLoad struct {
+	WorkerID               uint64 `json:"worker_id"`
+	DPRank                 uint32 `json:"dp_rank"`
+	PotentialPrefillTokens uint64 `json:"potential_prefill_tokens"`
+	PotentialDecodeBlocks  uint64 `json:"potential_decode_blocks"`
+	ActiveRequests         uint64 `json:"active_requests"`
+}
+
+// PartitionLoads is one element of GET /loads.
+type PartitionLoads struct {
+	ModelName        string          `json:"model_name"`
+	RoutingGroup     string          `json:"routing_group"`
+	Loads            []PotentialLoad `json:"loads"`
+	PendingCount     uint64          `json:"pending_count"`
+	PendingISLTokens uint64          `json:"pending_isl_tokens"`
+}
+
+// PromptQuery is the body of POST /potential_loads and POST /overlap_scores.
+type PromptQuery struct {
+	ModelName    *string `json:"model_name,omitempty"`
+	RoutingGroup *string `json:"routing_group,omitempty"`
+	Prompt
+	RouterConfigOverride *ConfigOverride `json:"router_config_override,omitempty"`
+}
+
+func (q *PromptQuery) key() PartitionKey {
+	return PartitionKey{Model: deref(q.ModelName, DefaultName), Group: deref(q.RoutingGroup, DefaultName)}
+}
+
+// Loads returns the active load of every rank of every partition (GET /loads), sorted by model
+// and routing group; empty filters match everything.
+func (e *Engine) Loads(model, group string) []PartitionLoads {
+	out := []PartitionLoads{}
+	var buf []load.RankLoad
+	for key, p := range e.parts {
+		if (model != "" && key.Model != model) || (group != "" && key.Group != group) {
+			continue
+		}
+		buf = p.tracker.Loads(buf[:0])
+		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf))}
+		for _, l := range buf {
+			pl.Loads = append(pl.Loads, PotentialLoad{
+				WorkerID: l.Owner.Worker, DPRank: l.Owner.Rank, PotentialPrefillTokens: l.ActivePrefillTokens,
+				PotentialDecodeBlocks: l.ActiveBlocks, ActiveRequests: uint64(l.ActiveRequests),
+			})
+		}
+		out = append(out, pl)
+	}
+	slices.SortFunc(out, func(a, b PartitionLoads) int {
+		if c := cmp.Compare(a.ModelName, b.ModelName); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.RoutingGroup, b.RoutingGroup)
+	})
+	return out
+}
+
+// PotentialLoads estimates every schedulable rank's load if it received the prompt
+// (POST /potential_loads).
+func (e *Engine) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+	if err := q.RouterConfigOverride.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := e.readyPartition(q.key())
+	if err != nil {
+		return nil, err
+	}
+	w := e.weightsFor(q.RouterConfigOverride)
+	n, err := e.normalize(p, &q.Prompt, w.assumeReuse, true)
+	if err != nil {
+		return nil, err
+	}
+	cs := e.score(p, &n, w)
+	out := make([]PotentialLoad, 0, len(cs))
+	for i := range cs {
+		s := &cs[i]
+		pl := PotentialLoad{
+			WorkerID: s.c.w.id, DPRank: s.c.rank,
+			PotentialPrefillTokens: s.load.ActivePrefillTokens,
+			PotentialDecodeBlocks:  s.load.ActiveBlocks + uint64(len(n.seq)-s.activePrefix),
+			ActiveRequests:         uint64(s.load.ActiveRequests),
+		}
+		if w.trackPrefill {
+			pl.PotentialPrefillTokens += n.isl - min(cachedTokens(s, uint64(p.blockSize), w), n.isl)
+		}
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// OverlapScores is the body of POST /overlap_scores.
+type OverlapScores struct {
+	BlockSize   uint32       `json:"block_size"`
+	NumBlocks   int          `json:"num_blocks"`
+	Workers     []OverlapRow `json:"workers"`
+	SharedCache SharedCache  `json:"shared_cache"`
+}
+
+// OverlapRow is one rank's tiered overlap, in blocks. host_pinned_blocks and disk_blocks are
+// cumulative (Mooncake semantics).
+type OverlapRow struct {
+	WorkerID                  uint64  `json:"worker_id"`
+	DPRank                    uint32  `json:"dp_rank"`
+	DeviceBlocks              uint64  `json:"device_blocks"`
+	HostPinnedBlocks          uint64  `json:"host_pinned_blocks"`
+	DiskBlocks                uint64  `json:"disk_blocks"`
+	HostPinnedExtensionBlocks uint64  `json:"host_pinned_extension_blocks"`
+	DiskExtensionBlocks       uint64  `json:"disk_extension_blocks"`
+	SharedBeyondDeviceBlocks  *uint64 `json:"shared_beyond_device_blocks"`
+	RouterCreditBlocks        float64 `json:"router_credit_blocks"`
+}
+
+// SharedCache describes the (host-injected) shared cache; kvselect has none.
+type SharedCache struct {
+	Enabled        bool        `json:"enabled"`
+	TotalHitBlocks uint64      `json:"total_hit_blocks"`
+	Ranges         [][2]uint64 `json:"ranges"`
+	Error          *string     `json:"error"`
+}
+
+// OverlapScores returns per-rank tiered overlap rows for a prompt: every schedulable rank (even
+// with zero overlap) plus any other rank with hits, sorted by (worker, rank).
+func (e *Engine) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
+	if err := q.RouterConfigOverride.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := e.readyPartition(q.key())
+	if err != nil {
+		return nil, err
+	}
+	w := e.weightsFor(q.RouterConfigOverride)
+	n, err := e.normalize(p, &q.Prompt, w.assumeReuse, true)
+	if err != nil {
+		return nil, err
+	}
+	res := &OverlapScores{BlockSize: p.blockSize, NumBlocks: len(n.block), Workers: []OverlapRow{}, SharedCache: SharedCache{Ranges: [][2]uint64{}}}
+	row := func(o Owner, dev, host, disk int32) OverlapRow {
+		return OverlapRow{
+			WorkerID: o.Worker, DPRank: o.Rank,
+			DeviceBlocks:              uint64(dev),
+			HostPinnedBlocks:          uint64(dev + host),
+			DiskBlocks:                uint64(dev + host + disk),
+			HostPinnedExtensionBlocks: uint64(host),
+			DiskExtensionBlocks:       uint64(disk),
+			RouterCreditBlocks:        w.credit*float64(dev) + w.host*float64(host) + w.disk*float64(disk),
+		}
+	}
+	seen := make(map[Owner]int, len(p.cands))
+	for _, c := range p.cands {
+		seen[c.owner()] = len(res.Workers)
+		res.Workers = append(res.Workers, row(c.owner(), 0, 0, 0))
+	}
+	if len(n.block) > 0 {
+		p.index.Match(n.block, &e.scratch.match)
+		for _, m := range e.scratch.match.Owners {
+			r := row(m.Owner, m.Device, m.HostExt, m.DiskExt+m.ExternalExt)
+			if i, ok := seen[m.Owner]; ok {
+				res.Workers[i] = r
+			} else {
+				res.Workers = append(res.Workers, r)
+			}
+		}
+	}
+	slices.SortFunc(res.Workers, func(a, b OverlapRow) int {
+		if c := cmp.Compare(a.WorkerID, b.WorkerID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.DPRank, b.DPRank)
+	})
+	return res, nil
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"github.com/kvselect/kvselect/core/engine/kvhash"
+	"github.com/kvselect/kvselect/core/engine/radix"
+)
+
+// KVEventKind is the kind of a worker KV-cache event.
+type KVEventKind uint8
+
+// Worker KV-cache event kinds.
+const (
+	KVStored KVEventKind = iota + 1
+	KVRemoved
+	KVCleared
+)
+
+// Tier is a storage tier of the prefix index.
+type Tier = radix.Tier
+
+// KVEvent is one decoded worker KV-cache event, independent of the wire encoding (the ZMQ side
+// translates vLLM/SGLang events into it). Slices are only read during ApplyKVEvents.
+type KVEvent struct {
+	Kind KVEventKind
+	Tier Tier
+	// BlockHashes are the engine's (external) block hashes: the stored chain for KVStored, the
+	// removed blocks for KVRemoved.
+	BlockHashes []uint64
+	Parent      uint64
+	HasParent   bool
+	TokenIDs    []uint32 // for KVStored: the tokens of every stored block, concatenated
+	BlockSize   int
+	Eagle       bool
+	LoraName    string
+	CacheSalt   string
+	MMHashes    [][]uint64 // per stored block; nil when none
+}
+
+// KVApplyStats counts what ApplyKVEvents did.
+type KVApplyStats struct {
+	StoredBlocks   int // blocks indexed
+	RemovedBlocks  int // (block, tier) entries removed
+	Cleared        int // AllBlocksCleared events applied
+	Dropped        int // events dropped (unknown owner, parent not found, duplicate hashes)
+	SizeMismatches int // stored blocks dropped because their block_size differs from the partition's
+	Truncated      int // stored events cut short for lack of tokens
+	UnknownRemoved int // removals of blocks the owner did not hold
+}
+
+// Add accumulates another batch's counters.
+func (s *KVApplyStats) Add(o KVApplyStats) {
+	s.StoredBlocks += o.StoredBlocks
+	s.RemovedBlocks += o.RemovedBlocks
+	s.Cleared += o.Cleared
+	s.Dropped += o.Dropped
+	s.SizeMismatches += o.SizeMismatches
+	s.Truncated += o.Truncated
+	s.UnknownRemoved += o.UnknownRemoved
+}
+
+// ApplyKVEvents applies one batch of a rank's KV-cache events to its partition's index. Events
+// of an owner that is not a schedulable rank of the catalog are dropped. The index is keyed by
+// our own hash of each stored block's tokens (the same function that hashes requests), so request
+// lookups match engine-produced blocks without knowing the engine's hash function.
+func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
+	var st KVApplyStats
+	w, ok := e.workers[o.Worker]
+	if !ok || !w.schedulable() || !w.hasRank(o.Rank) {
+		st.Dropped += len(events)
+		return st
+	}
+	p := e.parts[w.key]
+	if p == nil {
+		st.Dropped += len(events)
+		return st
+	}
+	for i := range events {
+		ev := &events[i]
+		switch ev.Kind {
+		case KVStored:
+			e.applyStored(p, o, ev, &st)
+		case KVRemoved:
+			rm, unknown := p.index.Remove(o, ev.Tier, ev.BlockHashes)
+			st.RemovedBlocks += rm
+			st.UnknownRemoved += unknown
+		case KVCleared:
+			p.index.ClearOwner(o)
+			st.Cleared++
+		default:
+			st.Dropped++
+		}
+	}
+	return st
+}
+
+func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStats) {
+	if hasDuplicate(ev.Parent, ev.HasParent, ev.BlockHashes) {
+		st.Dropped++
+		return
+	}
+	if ev.BlockSize != int(p.blockSize) {
+		st.SizeMismatches += len(ev.BlockHashes)
+		return
+	}
+	bs := int(p.blockSize)
+	window := bs
+	if ev.Eagle {
+		window = bs + 1
+	}
+	seed := kvhash.BlockSeed(ev.LoraName, ev.CacheSalt)
+	blocks := e.scratch.stored[:0]
+	for i, ext := range ev.BlockHashes {
+		lo := i * bs
+		if lo+window > len(ev.TokenIDs) {
+			st.Truncated++
+			break
+		}
+		var mm []uint64
+		if i < len(ev.MMHashes) {
+			mm = ev.MMHashes[i]
+		}
+		blocks = append(blocks, radix.StoredBlock{External: ext, Local: kvhash.BlockHash(ev.TokenIDs[lo:lo+window], seed, mm)})
+	}
+	e.scratch.stored = blocks
+	if len(blocks) == 0 {
+		return
+	}
+	if err := p.index.Store(o, ev.Tier, ev.Parent, ev.HasParent, blocks); err != nil {
+		st.Dropped++
+		return
+	}
+	st.StoredBlocks += len(blocks)
+}
+
+// hasDuplicate reports whether any hash repeats within the parent and the chain (Dynamo drops
+// such events: a cycle would corrupt the tree).
+func hasDuplicate(parent uint64, hasParent bool, hs []uint64) bool {
+	if len(hs) <= 8 {
+		for i, h := range hs {
+			if hasParent && h == parent {
+				return true
+			}
+			for _, g := range hs[:i] {
+				if g == h {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[uint64]struct{}, len(hs)+1)
+	if hasParent {
+		seen[parent] = struct{}{}
+	}
+	for _, h := range hs {
+		if _, dup := seen[h]; dup {
+			return true
+		}
+		seen[h] = struct{}{}
+	}
+	return false
+}
+
+// ClearOwnerBlocks drops every indexed block of one rank (a restarted publisher's stale
+// ownership). It reports whether the rank was known.
+func (e *Engine) ClearOwnerBlocks(o Owner) bool {
+	w, ok := e.workers[o.Worker]
+	if !ok {
+		return false
+	}
+	p := e.parts[w.key]
+	if p == nil || p.members[o.Worker] != w {
+		return false
+	}
+	p.index.ClearOwner(o)
+	return true
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/core/engine/radix"
+)
+
+// PartitionKey names a scheduling partition: selection, indexing and load accounting are scoped
+// to one (model_name, routing_group) pair.
+type PartitionKey struct {
+	Model string
+	Group string
+}
+
+// String is the partition's form in error messages.
+func (k PartitionKey) String() string {
+	return fmt.Sprintf("model=%s routing_group=%s", k.Model, k.Group)
+}
+
+// DumpKey is the partition's key in the /dump recovery format: "<model>:<routing_group>".
+func (k PartitionKey) DumpKey() string { return k.Model + ":" + k.Group }
+
+// Owner is one (worker, global DP rank): the unit that owns cache blocks and carries load.
+type Owner = radix.Owner
+
+// candidate is one schedulable (worker, rank) of a partition.
+type candidate struct {
+	w    *worker
+	rank uint32
+}
+
+func (c candidate) owner() Owner { return Owner{Worker: c.w.id, Rank: c.rank} }
+
+// partition holds everything scoped to one PartitionKey.
+//
+// Invariants: every worker in members has key == p.key and passed the metadata checks; the
+// tracker has exactly the ranks of the schedulable members; cands is sorted by (worker, rank)
+// and lists exactly the ranks of schedulable members.
+type partition struct {
+	key       PartitionKey
+	blockSize uint32
+	isEagle   bool
+	members   map[uint64]*worker
+	cands     []candidate
+	index     *radix.Index
+	tracker   *load.Tracker
+	approx    *approxTTL // non-nil when the index is fed by bookings (use_kv_events=false)
+}
+
+func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
+	p := &partition{
+		key:       key,
+		blockSize: blockSize,
+		isEagle:   eagle,
+		members:   make(map[uint64]*worker),
+		index:     radix.New(),
+		tracker:   load.NewTracker(),
+	}
+	if approximate {
+		p.approx = newApproxTTL()
+	}
+	return p
+}
+
+// rebuild recomputes the candidate list after a membership or lifecycle change.
+func (p *partition) rebuild() {
+	p.cands = p.cands[:0]
+	for _, w := range p.members {
+		if !w.schedulable() {
+			continue
+		}
+		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
+			p.cands = append(p.cands, candidate{w: w, rank: r})
+		}
+	}
+	slices.SortFunc(p.cands, func(a, b candidate) int {
+		if c := cmp.Compare(a.w.id, b.w.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rank, b.rank)
+	})
+}
+
+// ready reports whether at least one member is schedulable.
+func (p *partition) ready() bool { return len(p.cands) > 0 }
+
+// schedulableRank reports whether (worker, rank) is a schedulable candidate.
+func (p *partition) schedulableRank(o Owner) (*worker, bool) {
+	w, ok := p.members[o.Worker]
+	if !ok || !w.schedulable() || !w.hasRank(o.Rank) {
+		return nil, false
+	}
+	return w, true
+}
+
+func loadOwner(o Owner) load.Owner { return load.Owner{Worker: o.Worker, Rank: o.Rank} }

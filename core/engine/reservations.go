@@ -1,0 +1,277 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+)
+
+// reservation is one row of the process-wide reservation index: selection_id → where its
+// booking lives. Rows mirrored from peer replicas are indexed too, so lifecycle calls for a
+// peer-booked id work on any replica.
+//
+// Invariant: a row exists iff the partition's tracker holds a booking with the same id.
+type reservation struct {
+	key      PartitionKey
+	owner    Owner
+	fromPeer bool
+}
+
+// ReservationRequest is the body of POST /reservations: the replay form (no worker_id) books
+// what a /select with the same selection_id cached; the explicit form carries worker and prompt.
+type ReservationRequest struct {
+	ModelName    *string `json:"model_name,omitempty"`
+	RoutingGroup *string `json:"routing_group,omitempty"`
+	SelectionID  *string `json:"selection_id"`
+	WorkerID     *uint64 `json:"worker_id,omitempty"`
+	DPRank       *uint32 `json:"dp_rank,omitempty"`
+	Prompt
+	RouterConfigOverride   *ConfigOverride `json:"router_config_override,omitempty"`
+	ExpectedOutputTokens   *uint32         `json:"expected_output_tokens,omitempty"`
+	EffectivePrefillTokens *uint64         `json:"effective_prefill_tokens,omitempty"`
+	TrackPrefillTokens     *bool           `json:"track_prefill_tokens,omitempty"`
+}
+
+// ReservationResponse is the 201 body of POST /reservations.
+type ReservationResponse struct {
+	SelectionID  string `json:"selection_id"`
+	ModelName    string `json:"model_name"`
+	RoutingGroup string `json:"routing_group"`
+	WorkerID     uint64 `json:"worker_id"`
+	DPRank       uint32 `json:"dp_rank"`
+	Endpoint     string `json:"endpoint"`
+}
+
+// Reserve books a request after a /select (POST /reservations).
+func (e *Engine) Reserve(req *ReservationRequest, now time.Time) (*ReservationResponse, error) {
+	if req.SelectionID == nil {
+		return nil, unprocessable("missing field `selection_id`")
+	}
+	if err := req.RouterConfigOverride.Validate(); err != nil {
+		return nil, err
+	}
+	id := *req.SelectionID
+	key := PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}
+	if req.WorkerID == nil {
+		return e.replay(key, id, now)
+	}
+	// Explicit form: discard any cached selection for this id first, so a later replay cannot
+	// book stale state.
+	e.pending.remove(key, id)
+	if _, taken := e.resv[id]; taken {
+		return nil, conflict("selection %s is already reserved or being reserved", id)
+	}
+	p, err := e.readyPartition(key)
+	if err != nil {
+		return nil, err
+	}
+	o := Owner{Worker: *req.WorkerID, Rank: deref(req.DPRank, 0)}
+	w, ok := p.members[o.Worker]
+	if !ok || !w.schedulable() {
+		return nil, notFound("schedulable worker %d not found for %s", o.Worker, key)
+	}
+	if !w.hasRank(o.Rank) {
+		return nil, notFound("schedulable worker %d (dp_rank %d) not found for %s", o.Worker, o.Rank, key)
+	}
+	wts := e.weightsFor(req.RouterConfigOverride)
+	norm, err := e.normalize(p, &req.Prompt, wts.assumeReuse, false)
+	if err != nil {
+		return nil, err
+	}
+	track := req.EffectivePrefillTokens != nil || wts.trackPrefill
+	if req.TrackPrefillTokens != nil {
+		track = *req.TrackPrefillTokens
+	}
+	prefill := uint64(0)
+	if ep := req.EffectivePrefillTokens; ep != nil {
+		if *ep > norm.isl {
+			return nil, badRequest("effective_prefill_tokens (%d) must not exceed isl_tokens (%d)", *ep, norm.isl)
+		}
+		prefill = *ep
+	} else if track {
+		// No hint: the whole prompt minus what the rank has cached.
+		prefill = norm.isl - min(e.cachedOn(p, o, &norm), norm.isl)
+	}
+	if !track {
+		prefill = 0
+	}
+	if err := e.book(p, id, o, norm, prefill, track, req.ExpectedOutputTokens, now); err != nil {
+		return nil, err
+	}
+	return &ReservationResponse{SelectionID: id, ModelName: key.Model, RoutingGroup: key.Group, WorkerID: o.Worker, DPRank: o.Rank, Endpoint: w.endpoint()}, nil
+}
+
+// replay books a pending selection (the cached replay form).
+func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*ReservationResponse, error) {
+	ps, gen := e.pending.peek(key, id, now)
+	if ps == nil {
+		return nil, notFound("no pending selection %s for %s (expired, already used, or never selected)", id, key)
+	}
+	if _, taken := e.resv[id]; taken {
+		return nil, conflict("selection %s is already reserved or being reserved", id)
+	}
+	p, err := e.readyPartition(key)
+	if err != nil {
+		return nil, err // the entry stays: retryable
+	}
+	w, ok := p.schedulableRank(ps.owner)
+	if !ok {
+		return nil, notFound("schedulable worker %d (dp_rank %d) not found for %s", ps.owner.Worker, ps.owner.Rank, key)
+	}
+	prefill := uint64(0)
+	if ps.trackPrefill {
+		prefill = ps.effPrefill
+	}
+	if err := e.book(p, id, ps.owner, ps.norm, prefill, ps.trackPrefill, ps.expectedOutput, now); err != nil {
+		return nil, err
+	}
+	e.pending.consume(key, id, gen)
+	return &ReservationResponse{SelectionID: id, ModelName: key.Model, RoutingGroup: key.Group, WorkerID: ps.owner.Worker, DPRank: ps.owner.Rank, Endpoint: w.endpoint()}, nil
+}
+
+// cachedOn is the effective cached tokens of one rank for a prompt.
+func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
+	if len(n.block) == 0 {
+		return 0
+	}
+	p.index.Match(n.block, &e.scratch.match)
+	for _, m := range e.scratch.match.Owners {
+		if m.Owner == o {
+			s := scored{device: m.Device, hostExt: m.HostExt, diskExt: m.DiskExt + m.ExternalExt}
+			return cachedTokens(&s, uint64(p.blockSize), e.weightsFor(nil))
+		}
+	}
+	return 0
+}
+
+// book admits a request on rank o: load accounting, the reservation row, the approximate index
+// (when bookings feed it) and the replicated admission event.
+func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill uint64, track bool, expOut *uint32, now time.Time) error {
+	err := p.tracker.Add(load.Booking{
+		ID: id, Owner: loadOwner(o), Hashes: n.seq, PrefillTokens: prefill,
+		ExpectedOutputTokens: deref(expOut, 0), AdmittedAt: now.UnixNano(),
+	})
+	switch {
+	case errors.Is(err, load.ErrDuplicate):
+		return conflict("selection %s is already reserved or being reserved", id)
+	case errors.Is(err, load.ErrUnknownOwner):
+		return notFound("schedulable worker %d (dp_rank %d) not found for %s", o.Worker, o.Rank, p.key)
+	case err != nil:
+		return errorf(ErrInternal, "booking %s: %v", id, err)
+	}
+	e.resv[id] = &reservation{key: p.key, owner: o}
+	if p.approx != nil && len(n.block) > 0 {
+		p.approx.record(p.index, o, n.block, now.UnixNano()+int64(e.cfg.TTL))
+	}
+	e.emit(ReplicaEvent{
+		Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: o, Kind: LifecycleAdd,
+		Add: &ReplicaAdd{TokenSequence: n.seq, TrackPrefill: track, PrefillTokens: prefill, ExpectedOutputTokens: expOut, LoraName: n.lora, ISL: n.isl},
+	})
+	return nil
+}
+
+// lookup finds a booking's partition and row.
+func (e *Engine) lookup(id string) (*partition, *reservation, error) {
+	r, ok := e.resv[id]
+	if !ok {
+		return nil, nil, notFound("reservation %s not found", id)
+	}
+	p := e.parts[r.key]
+	if p == nil {
+		delete(e.resv, id)
+		return nil, nil, notFound("reservation %s not found", id)
+	}
+	return p, r, nil
+}
+
+// PrefillComplete clears a booking's prefill load (replicated). Repeating it is harmless and
+// republishes the completion.
+func (e *Engine) PrefillComplete(id string) error {
+	p, r, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	if err := p.tracker.PrefillComplete(id); err != nil {
+		return notFound("reservation %s not found", id)
+	}
+	e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecyclePrefillComplete})
+	return nil
+}
+
+// OutputBlock records one generated block (local only, never replicated). decayFraction, when
+// given, must lie in [0, 1].
+func (e *Engine) OutputBlock(id string, decayFraction *float64) error {
+	if f := decayFraction; f != nil && !(*f >= 0 && *f <= 1) {
+		return badRequest("decay_fraction must be between 0.0 and 1.0")
+	}
+	p, _, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	if err := p.tracker.OutputBlock(id, e.rng.Uint64(), deref(decayFraction, 0), decayFraction != nil); err != nil {
+		return notFound("reservation %s not found", id)
+	}
+	return nil
+}
+
+// Free releases a booking (replicated).
+func (e *Engine) Free(id string) error {
+	p, r, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	_ = p.tracker.Free(id)
+	delete(e.resv, id)
+	e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecycleFree})
+	return nil
+}
+
+// ApplyReplica mirrors a peer's lifecycle event into local accounting. Events for unknown
+// partitions, workers or ranks, or with a block-size mismatch, are dropped (false). A peer
+// admission replaces a stale local row of the same id.
+func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
+	p := e.parts[ev.Partition]
+	if p == nil || p.blockSize != ev.BlockSize {
+		return false
+	}
+	switch ev.Kind {
+	case LifecycleAdd:
+		if ev.Add == nil {
+			return false
+		}
+		if _, ok := p.schedulableRank(ev.Owner); !ok {
+			return false
+		}
+		if old, ok := e.resv[ev.RequestID]; ok {
+			if op := e.parts[old.key]; op != nil {
+				_ = op.tracker.Free(ev.RequestID)
+			}
+			delete(e.resv, ev.RequestID)
+		}
+		prefill := uint64(0)
+		if ev.Add.TrackPrefill {
+			prefill = ev.Add.PrefillTokens
+		}
+		if err := p.tracker.Add(load.Booking{
+			ID: ev.RequestID, Owner: loadOwner(ev.Owner), Hashes: ev.Add.TokenSequence, PrefillTokens: prefill,
+			ExpectedOutputTokens: deref(ev.Add.ExpectedOutputTokens, 0), AdmittedAt: now.UnixNano(),
+		}); err != nil {
+			return false
+		}
+		e.resv[ev.RequestID] = &reservation{key: p.key, owner: ev.Owner, fromPeer: true}
+		return true
+	case LifecyclePrefillComplete:
+		r, ok := e.resv[ev.RequestID]
+		return ok && r.key == p.key && p.tracker.PrefillComplete(ev.RequestID) == nil
+	case LifecycleFree:
+		r, ok := e.resv[ev.RequestID]
+		if !ok || r.key != p.key {
+			return false
+		}
+		_ = p.tracker.Free(ev.RequestID)
+		delete(e.resv, ev.RequestID)
+		return true
+	}
+	return false
+}

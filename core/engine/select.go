@@ -1,0 +1,305 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/core/engine/radix"
+)
+
+// scored is one candidate's selection inputs and cost.
+type scored struct {
+	c                candidate
+	device           int32 // device-tier prefix blocks
+	hostExt, diskExt int32 // lower-tier extension blocks (diskExt includes external)
+	activePrefix     int   // leading tracking hashes already live on the rank
+	load             load.RankLoad
+	eligible         bool
+	cost             float64
+}
+
+// selectScratch holds buffers reused by every selection (the engine is single-threaded).
+type selectScratch struct {
+	match  radix.Match
+	prefix load.PrefixMatch
+	loads  []load.RankLoad
+	cands  []scored
+	idx    []int
+	stored []radix.StoredBlock
+}
+
+// selection is the outcome of one pick, before booking.
+type selection struct {
+	p     *partition
+	norm  normalized
+	w     weights
+	pick  *scored
+	cands []scored // the scored candidates (scratch-backed; valid until the next selection)
+}
+
+// Select picks a worker without booking load (POST /select). With a selection_id, the booking
+// inputs are cached so a later POST /reservations can replay them.
+func (e *Engine) Select(req *SelectRequest, now time.Time) (*SelectResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	sel, err := e.choose(req, !req.Advisory, now)
+	if err != nil {
+		return nil, err
+	}
+	resp := e.response(sel, req.SelectionID)
+	if req.Advisory {
+		resp.WorkerLoad = e.workerLoad(sel)
+	}
+	if req.SelectionID != nil {
+		e.pending.insert(now, &pendingSelection{
+			key: sel.p.key, id: *req.SelectionID, owner: sel.pick.c.owner(),
+			norm: sel.norm, effPrefill: resp.EffectivePrefillTokens,
+			expectedOutput: req.ExpectedOutputTokens, trackPrefill: sel.w.trackPrefill,
+			session: req.sessionID(),
+		})
+	}
+	return resp, nil
+}
+
+// SelectAndReserve picks a worker and books the request on it atomically
+// (POST /select_and_reserve). The booking id is selection_id, or a random UUID when absent.
+func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	id := deref(req.SelectionID, "")
+	if req.SelectionID == nil {
+		id = newUUID(e.rng)
+	}
+	if _, taken := e.resv[id]; taken {
+		return nil, conflict("selection %s is already reserved or being reserved", id)
+	}
+	sel, err := e.choose(req, true, now)
+	if err != nil {
+		return nil, err
+	}
+	resp := e.response(sel, &id)
+	o := sel.pick.c.owner()
+	prefill := uint64(0)
+	if sel.w.trackPrefill {
+		prefill = resp.EffectivePrefillTokens
+	}
+	if err := e.book(sel.p, id, o, sel.norm, prefill, sel.w.trackPrefill, req.ExpectedOutputTokens, now); err != nil {
+		return nil, err
+	}
+	resp.Booked = &Booked{SequenceHashes: toI64(sel.norm.seq), ISLTokens: sel.norm.isl, TrackPrefillTokens: sel.w.trackPrefill}
+	resp.KVHint = e.kvHint(sel, id)
+	return resp, nil
+}
+
+// choose runs the selection pipeline up to the pick (spec §5.1 steps 1–8).
+func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*selection, error) {
+	key := PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}
+	p, err := e.readyPartition(key)
+	if err != nil {
+		return nil, err
+	}
+	w := e.weightsFor(req.RouterConfigOverride)
+	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
+	if err != nil {
+		return nil, err
+	}
+	cands := e.score(p, &norm, w)
+	filter(cands, req)
+	sel := &selection{p: p, norm: norm, w: w, cands: cands}
+
+	if pw := req.PinnedWorker; pw != nil {
+		for i := range cands {
+			if cands[i].c.w.id == *pw.WorkerID && cands[i].c.rank == *pw.DPRank {
+				if !cands[i].eligible {
+					return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not allowed for this request", *pw.WorkerID, *pw.DPRank)
+				}
+				sel.pick = &cands[i]
+				return sel, nil
+			}
+		}
+		return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not schedulable for %s", *pw.WorkerID, *pw.DPRank, key)
+	}
+	if admission && e.cfg.QueueingEnabled() {
+		if err := e.admit(cands); err != nil {
+			return nil, err
+		}
+	}
+	if at := req.AffinityTarget; at != nil {
+		if i := bestOf(cands, func(s *scored) bool {
+			return s.c.w.id == *at.WorkerID && (at.DPRank == nil || s.c.rank == *at.DPRank)
+		}); i >= 0 {
+			sel.pick = &cands[i]
+			return sel, nil
+		}
+	}
+	i := e.pick(cands, w.temperature)
+	if i < 0 {
+		return nil, errorf(ErrNoEndpoints, "no endpoints available to route work")
+	}
+	sel.pick = &cands[i]
+	return sel, nil
+}
+
+// readyPartition returns the partition if it has a schedulable worker (503 otherwise).
+func (e *Engine) readyPartition(key PartitionKey) (*partition, error) {
+	p := e.parts[key]
+	if p != nil && p.ready() {
+		return p, nil
+	}
+	if e.SchedulableCount() == 0 {
+		return nil, notReady("no schedulable workers are available")
+	}
+	return nil, notReady("no schedulable workers for %s", key)
+}
+
+// score fills the scratch candidate list with overlap, load and cost for every schedulable rank.
+func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
+	s := &e.scratch
+	s.cands = slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
+	s.loads = p.tracker.Loads(s.loads[:0])
+	for i, c := range p.cands {
+		s.cands[i] = scored{c: c, eligible: true}
+		if i < len(s.loads) && s.loads[i].Owner == loadOwner(c.owner()) {
+			s.cands[i].load = s.loads[i]
+		} else {
+			s.cands[i].load = p.tracker.Load(loadOwner(c.owner()))
+		}
+	}
+	if len(n.block) > 0 {
+		p.index.Match(n.block, &s.match)
+		for _, m := range s.match.Owners {
+			if j := findCand(s.cands, m.Owner); j >= 0 {
+				s.cands[j].device = m.Device
+				s.cands[j].hostExt = m.HostExt
+				s.cands[j].diskExt = m.DiskExt + m.ExternalExt
+			}
+		}
+	}
+	if len(n.seq) > 0 {
+		p.tracker.ActivePrefix(n.seq, &s.prefix)
+		for _, m := range s.prefix.Entries() {
+			if j := findCand(s.cands, radix.Owner{Worker: m.Owner.Worker, Rank: m.Owner.Rank}); j >= 0 {
+				s.cands[j].activePrefix = m.Blocks
+			}
+		}
+	}
+	costs(s.cands, n, p.blockSize, w)
+	return s.cands
+}
+
+// findCand binary-searches the (worker, rank)-sorted candidate list.
+func findCand(cs []scored, o Owner) int {
+	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o Owner) int {
+		if c := cmp.Compare(s.c.w.id, o.Worker); c != 0 {
+			return c
+		}
+		return cmp.Compare(s.c.rank, o.Rank)
+	})
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// filter clears eligible for candidates excluded by allowed_worker_ids or required taints, and
+// applies preferred-taint multipliers to costs.
+func filter(cs []scored, req *SelectRequest) {
+	var allowed map[uint64]struct{}
+	if req.AllowedWorkerIDs != nil {
+		allowed = make(map[uint64]struct{}, len(req.AllowedWorkerIDs))
+		for _, id := range req.AllowedWorkerIDs {
+			allowed[id] = struct{}{}
+		}
+	}
+	rc := req.RoutingConstraints
+	for i := range cs {
+		s := &cs[i]
+		if allowed != nil {
+			if _, ok := allowed[s.c.w.id]; !ok {
+				s.eligible = false
+				continue
+			}
+		}
+		if rc == nil {
+			continue
+		}
+		for _, t := range rc.RequiredTaints {
+			if _, ok := s.c.w.taints[t]; !ok {
+				s.eligible = false
+				break
+			}
+		}
+		if len(rc.PreferredTaints) > 0 {
+			s.cost *= preferredTaintMultiplier(s.c.w.taints, rc.PreferredTaints)
+		}
+	}
+}
+
+// response builds the selection response for the picked candidate.
+func (e *Engine) response(sel *selection, id *string) *SelectResponse {
+	p, s := sel.p, sel.pick
+	bs := uint64(p.blockSize)
+	cached := cachedTokens(s, bs, sel.w)
+	isl := sel.norm.isl
+	resp := &SelectResponse{
+		SelectionID:            id,
+		ModelName:              p.key.Model,
+		RoutingGroup:           p.key.Group,
+		WorkerID:               s.c.w.id,
+		DPRank:                 s.c.rank,
+		Endpoint:               s.c.w.endpoint(),
+		BlockSize:              p.blockSize,
+		Overlap:                overlapSummary(sel.cands, s.c.w, bs),
+		EffectivePrefillTokens: isl - min(cached, isl),
+	}
+	nseq := uint64(len(sel.norm.seq))
+	resp.PotentialDecodeBlocks = s.load.ActiveBlocks + (nseq - uint64(s.activePrefix))
+	if rb := sel.norm.requestBlocks(p.blockSize); rb > nseq {
+		resp.PotentialDecodeBlocks += rb - nseq // the partial trailing block (variant (a))
+	}
+	if thr, total := e.cfg.DecodeBusyThreshold, s.c.w.spec.TotalKVBlocks; thr != nil && total != nil {
+		resp.DecodeBusy = ptr(float64(resp.PotentialDecodeBlocks) > *thr*float64(*total))
+	}
+	return resp
+}
+
+// overlapSummary builds the Mooncake summary over every rank of w's DP range.
+func overlapSummary(cs []scored, w *worker, bs uint64) OverlapSummary {
+	sum := OverlapSummary{DP: make(map[string]uint64, w.dpSize())}
+	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
+		var dev, host, disk uint64
+		if j := findCand(cs, Owner{Worker: w.id, Rank: r}); j >= 0 {
+			s := &cs[j]
+			dev = uint64(s.device) * bs
+			host = dev + uint64(s.hostExt)*bs
+			disk = host + uint64(s.diskExt)*bs
+		}
+		sum.DP[strconv.FormatUint(uint64(r), 10)] = dev
+		sum.GPU, sum.CPU, sum.Disk = max(sum.GPU, dev), max(sum.CPU, host), max(sum.Disk, disk)
+	}
+	sum.LongestMatched = max(sum.GPU, sum.CPU, sum.Disk)
+	return sum
+}
+
+// workerLoad is the advisory projection for the chosen rank.
+func (e *Engine) workerLoad(sel *selection) *WorkerLoad {
+	s := sel.pick
+	isl := sel.norm.isl
+	wl := &WorkerLoad{
+		ActivePrefillTokens:  s.load.ActivePrefillTokens,
+		PrefillTokenCapacity: deref(s.c.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity),
+		TotalKVBlocks:        s.c.w.spec.TotalKVBlocks,
+	}
+	if sel.w.trackPrefill {
+		wl.ActivePrefillTokens += isl - min(cachedTokens(s, uint64(sel.p.blockSize), sel.w), isl)
+	}
+	if thr := e.cfg.PrefillBusyThreshold; thr != nil {
+		wl.PrefillBusy = ptr(float64(wl.ActivePrefillTokens) > *thr*float64(wl.PrefillTokenCapacity))
+	}
+	return wl
+}
