@@ -1,0 +1,496 @@
+package aibrix
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
+)
+
+// Sentinel errors of request decoding. [DecodeRequest] returns a
+// [*RequestError] wrapping exactly one of them.
+var (
+	// ErrEmptyBody: the body holds no JSON value.
+	ErrEmptyBody = errors.New("empty request body")
+	// ErrMalformedJSON: the body is not well-formed JSON (or nests too deep).
+	ErrMalformedJSON = errors.New("malformed JSON")
+	// ErrDuplicateMember: an object repeats a member name.
+	ErrDuplicateMember = errors.New("duplicate JSON member")
+	// ErrTrailingData: something other than whitespace follows the document.
+	ErrTrailingData = errors.New("trailing data after JSON document")
+	// ErrInvalidRequest: the JSON is well-formed but breaks a schema rule.
+	ErrInvalidRequest = errors.New("invalid replica selection request")
+)
+
+// RequestError describes why a request was rejected, precisely enough to
+// become a Problem Details body: Field is the JSON path of the offending
+// member ("" for the whole document), Title a short stable summary and
+// Detail the specific violation. Detail never contains credentials; it may
+// quote request values, which came from the caller.
+type RequestError struct {
+	Field  string
+	Title  string
+	Detail string
+	err    error
+}
+
+func (e *RequestError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%v: %s: %s", e.err, e.Field, e.Detail)
+	}
+	return fmt.Sprintf("%v: %s", e.err, e.Detail)
+}
+
+// Unwrap returns the sentinel.
+func (e *RequestError) Unwrap() error { return e.err }
+
+// Titles of schema violations, stable for clients that match on them.
+const (
+	titleMissing   = "Missing required member"
+	titleNull      = "Null value for member"
+	titleType      = "Wrong JSON type"
+	titleValue     = "Invalid member value"
+	titleDuplicate = "Duplicate value"
+)
+
+func invalid(field, title, format string, args ...any) *RequestError {
+	return &RequestError{Field: field, Title: title, Detail: fmt.Sprintf(format, args...), err: ErrInvalidRequest}
+}
+
+// DecodeRequest parses and validates a ReplicaSelectionRequest body. It is
+// pure (no I/O, no clock) and never panics. Unknown members are ignored at
+// every level (the contract's additionalProperties: true); optional members
+// must be omitted rather than null; required members must be present and
+// non-null.
+func DecodeRequest(body []byte) (*Request, error) {
+	doc, err := strictjson.Parse(body)
+	if err != nil {
+		return nil, syntaxProblem(err)
+	}
+	root := doc.Root()
+	if root.Kind() != strictjson.Object {
+		return nil, invalid("", titleType, "the document must be a JSON object, got %s", root.Kind())
+	}
+	var (
+		req                   Request
+		haveAPI, haveKind     bool
+		metadata, spec        strictjson.Value
+		haveMetadata, hasSpec bool
+	)
+	for m := root.First(); m.Valid(); m = m.Next() {
+		switch m.Key() {
+		case "apiVersion":
+			s, err := requiredString("apiVersion", m)
+			if err != nil {
+				return nil, err
+			}
+			if s != APIVersion {
+				return nil, invalid("apiVersion", titleValue, "must be %q, got %q", APIVersion, s)
+			}
+			haveAPI = true
+		case "kind":
+			s, err := requiredString("kind", m)
+			if err != nil {
+				return nil, err
+			}
+			if s != KindRequest {
+				return nil, invalid("kind", titleValue, "must be %q, got %q", KindRequest, s)
+			}
+			haveKind = true
+		case "metadata":
+			metadata, haveMetadata = m, true
+		case "spec":
+			spec, hasSpec = m, true
+		}
+	}
+	switch {
+	case !haveAPI:
+		return nil, invalid("apiVersion", titleMissing, "apiVersion is required")
+	case !haveKind:
+		return nil, invalid("kind", titleMissing, "kind is required")
+	case !haveMetadata:
+		return nil, invalid("metadata", titleMissing, "metadata is required")
+	case !hasSpec:
+		return nil, invalid("spec", titleMissing, "spec is required")
+	}
+	if err := decodeMetadata(metadata, &req); err != nil {
+		return nil, err
+	}
+	if err := decodeSpec(spec, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// syntaxProblem maps a strictjson error onto the package sentinels.
+func syntaxProblem(err error) *RequestError {
+	var se *strictjson.SyntaxError
+	if !errors.As(err, &se) {
+		return &RequestError{Title: "Malformed JSON", Detail: err.Error(), err: ErrMalformedJSON}
+	}
+	re := &RequestError{Field: se.Path}
+	switch {
+	case errors.Is(err, strictjson.ErrEmpty):
+		re.Title, re.err = "Empty body", ErrEmptyBody
+		re.Detail = "the request body must hold one JSON object"
+	case errors.Is(err, strictjson.ErrDuplicateMember):
+		re.Title, re.err = "Duplicate JSON member", ErrDuplicateMember
+		re.Detail = fmt.Sprintf("member %q appears more than once in the same object (byte %d)", se.Name, se.Offset)
+		re.Field = joinPath(se.Path, se.Name)
+	case errors.Is(err, strictjson.ErrTrailingData):
+		re.Title, re.err = "Trailing data", ErrTrailingData
+		re.Detail = fmt.Sprintf("only one JSON value is allowed; found more input at byte %d", se.Offset)
+	default:
+		re.Title, re.err = "Malformed JSON", ErrMalformedJSON
+		re.Detail = fmt.Sprintf("%s at byte %d", se.Msg, se.Offset)
+	}
+	return re
+}
+
+func joinPath(base, key string) string {
+	if base == "" {
+		return key
+	}
+	return base + "." + key
+}
+
+// requiredString checks a required string member (null counts as missing).
+func requiredString(field string, v strictjson.Value) (string, error) {
+	switch v.Kind() {
+	case strictjson.String:
+		return v.Str(), nil
+	case strictjson.Null:
+		return "", invalid(field, titleMissing, "%s is required and must not be null", field)
+	default:
+		return "", invalid(field, titleType, "must be a string, got %s", v.Kind())
+	}
+}
+
+// requiredObject checks a required object member (null counts as missing).
+func requiredObject(field string, v strictjson.Value) error {
+	switch v.Kind() {
+	case strictjson.Object:
+		return nil
+	case strictjson.Null:
+		return invalid(field, titleMissing, "%s is required and must not be null", field)
+	default:
+		return invalid(field, titleType, "must be an object, got %s", v.Kind())
+	}
+}
+
+// optionalKind checks an optional member: present members must have kind k;
+// null is rejected because the contract says optional members are omitted.
+func optionalKind(field string, v strictjson.Value, k strictjson.Kind) error {
+	switch v.Kind() {
+	case k:
+		return nil
+	case strictjson.Null:
+		return invalid(field, titleNull, "optional members must be omitted instead of null")
+	default:
+		return invalid(field, titleType, "must be a%s %s, got %s", article(k), k, v.Kind())
+	}
+}
+
+func article(k strictjson.Kind) string {
+	if k == strictjson.Object || k == strictjson.Array {
+		return "n"
+	}
+	return ""
+}
+
+func decodeMetadata(v strictjson.Value, req *Request) error {
+	if err := requiredObject("metadata", v); err != nil {
+		return err
+	}
+	id, ok := v.Get("requestId")
+	if !ok {
+		return invalid("metadata.requestId", titleMissing, "metadata.requestId is required")
+	}
+	s, err := requiredString("metadata.requestId", id)
+	if err != nil {
+		return err
+	}
+	if s == "" || len(s) > MaxIDBytes {
+		return invalid("metadata.requestId", titleValue, "must be 1..%d UTF-8 bytes, got %d", MaxIDBytes, len(s))
+	}
+	req.RequestID = s
+	return nil
+}
+
+func decodeSpec(v strictjson.Value, req *Request) error {
+	if err := requiredObject("spec", v); err != nil {
+		return err
+	}
+	var haveModel, haveMode, haveCandidates bool
+	for m := v.First(); m.Valid(); m = m.Next() {
+		switch m.Key() {
+		case "model":
+			s, err := requiredString("spec.model", m)
+			if err != nil {
+				return err
+			}
+			if s == "" {
+				return invalid("spec.model", titleValue, "must be a non-empty string")
+			}
+			req.Model, haveModel = s, true
+		case "policyMode":
+			s, err := requiredString("spec.policyMode", m)
+			if err != nil {
+				return err
+			}
+			if s != string(Advisory) && s != string(Authoritative) {
+				return invalid("spec.policyMode", titleValue, "must be %q or %q, got %q", Advisory, Authoritative, s)
+			}
+			req.PolicyMode, haveMode = PolicyMode(s), true
+		case "policyContext":
+			if err := optionalKind("spec.policyContext", m, strictjson.Object); err != nil {
+				return err
+			}
+			if a, ok := m.Get("attributes"); ok {
+				attrs, err := decodeAttributes("spec.policyContext.attributes", a)
+				if err != nil {
+					return err
+				}
+				req.PolicyContext = attrs
+			}
+		case "candidates":
+			if err := decodeCandidates(m, req); err != nil {
+				return err
+			}
+			haveCandidates = true
+		}
+	}
+	switch {
+	case !haveModel:
+		return invalid("spec.model", titleMissing, "spec.model is required")
+	case !haveMode:
+		return invalid("spec.policyMode", titleMissing, "spec.policyMode is required")
+	case !haveCandidates:
+		return invalid("spec.candidates", titleMissing, "spec.candidates is required")
+	}
+	return nil
+}
+
+func decodeCandidates(v strictjson.Value, req *Request) error {
+	switch v.Kind() {
+	case strictjson.Array:
+	case strictjson.Null:
+		return invalid("spec.candidates", titleMissing, "spec.candidates is required and must not be null")
+	default:
+		return invalid("spec.candidates", titleType, "must be an array, got %s", v.Kind())
+	}
+	if v.Len() == 0 {
+		return invalid("spec.candidates", titleValue, "must contain at least one candidate")
+	}
+	req.Candidates = make([]Candidate, 0, v.Len())
+	// Small snapshots check uniqueness by scanning; larger ones use a map so
+	// hostile inputs stay O(n).
+	var seen map[string]int
+	if v.Len() > 8 {
+		seen = make(map[string]int, v.Len())
+	}
+	i := 0
+	for e := v.First(); e.Valid(); e = e.Next() {
+		field := "spec.candidates[" + strconv.Itoa(i) + "]"
+		c, err := decodeCandidate(field, e)
+		if err != nil {
+			return err
+		}
+		if seen != nil {
+			if j, dup := seen[c.ID]; dup {
+				return invalid(field+".id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, j)
+			}
+			seen[c.ID] = i
+		} else {
+			for j := range req.Candidates {
+				if req.Candidates[j].ID == c.ID {
+					return invalid(field+".id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, j)
+				}
+			}
+		}
+		req.Candidates = append(req.Candidates, c)
+		i++
+	}
+	return nil
+}
+
+func decodeCandidate(field string, v strictjson.Value) (Candidate, error) {
+	var c Candidate
+	switch v.Kind() {
+	case strictjson.Object:
+	default:
+		return c, invalid(field, titleType, "each candidate must be an object, got %s", v.Kind())
+	}
+	var haveID, havePorts bool
+	for m := v.First(); m.Valid(); m = m.Next() {
+		switch m.Key() {
+		case "id":
+			s, err := requiredString(field+".id", m)
+			if err != nil {
+				return c, err
+			}
+			if err := checkCandidateID(field+".id", s); err != nil {
+				return c, err
+			}
+			c.ID, haveID = s, true
+		case "ports":
+			ports, err := decodePorts(field+".ports", m)
+			if err != nil {
+				return c, err
+			}
+			c.Ports, havePorts = ports, true
+		case "attributes":
+			a, err := decodeAttributes(field+".attributes", m)
+			if err != nil {
+				return c, err
+			}
+			c.Attributes = a
+		case "metrics":
+			if err := decodeMetrics(field+".metrics", m, &c.Metrics); err != nil {
+				return c, err
+			}
+		}
+	}
+	switch {
+	case !haveID:
+		return c, invalid(field+".id", titleMissing, "candidate id is required")
+	case !havePorts:
+		return c, invalid(field+".ports", titleMissing, "candidate ports are required")
+	}
+	return c, nil
+}
+
+// checkCandidateID enforces `^[^/]+/[^/]+$` and the 256-byte bound.
+func checkCandidateID(field, s string) error {
+	if len(s) > MaxIDBytes {
+		return invalid(field, titleValue, "must be at most %d bytes, got %d", MaxIDBytes, len(s))
+	}
+	slash := strings.IndexByte(s, '/')
+	if slash <= 0 || slash == len(s)-1 || strings.IndexByte(s[slash+1:], '/') >= 0 {
+		return invalid(field, titleValue, "must be namespace/pod-name with exactly one '/', got %q", s)
+	}
+	return nil
+}
+
+func decodePorts(field string, v strictjson.Value) ([]int, error) {
+	switch v.Kind() {
+	case strictjson.Array:
+	case strictjson.Null:
+		return nil, invalid(field, titleMissing, "ports are required and must not be null")
+	default:
+		return nil, invalid(field, titleType, "must be an array, got %s", v.Kind())
+	}
+	if v.Len() == 0 {
+		return nil, invalid(field, titleValue, "must list at least one port")
+	}
+	ports := make([]int, 0, v.Len())
+	i := 0
+	for e := v.First(); e.Valid(); e = e.Next() {
+		pf := field + "[" + strconv.Itoa(i) + "]"
+		if e.Kind() != strictjson.Number {
+			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Kind())
+		}
+		x, ok := e.Integral()
+		if !ok {
+			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Literal())
+		}
+		if x < 1 || x > 65535 {
+			return nil, invalid(pf, titleValue, "port %d is outside 1..65535", x)
+		}
+		ports = append(ports, int(x))
+		i++
+	}
+	slices.Sort(ports)
+	for j := 1; j < len(ports); j++ {
+		if ports[j] == ports[j-1] {
+			return nil, invalid(field, titleDuplicate, "port %d is listed more than once", ports[j])
+		}
+	}
+	return ports, nil
+}
+
+// ValidAttributeName reports whether s matches `^[A-Za-z][A-Za-z0-9_./-]{0,127}$`.
+func ValidAttributeName(s string) bool {
+	if len(s) == 0 || len(s) > MaxAttributeNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {
+	if err := optionalKind(field, v, strictjson.Object); err != nil {
+		return nil, err
+	}
+	if v.Len() > MaxAttributes {
+		return nil, invalid(field, titleValue, "at most %d attributes are allowed, got %d", MaxAttributes, v.Len())
+	}
+	if v.Len() == 0 {
+		return Attributes{}, nil
+	}
+	out := make(Attributes, 0, v.Len())
+	for m := v.First(); m.Valid(); m = m.Next() {
+		name := m.Key()
+		mf := field + "." + name
+		if !ValidAttributeName(name) {
+			return nil, invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
+		}
+		if m.Kind() != strictjson.String {
+			return nil, invalid(mf, titleType, "attribute values must be strings, got %s", m.Kind())
+		}
+		if n := utf8.RuneCountInString(m.Str()); n > MaxAttributeValueLen {
+			return nil, invalid(mf, titleValue, "attribute value must be at most %d characters, got %d", MaxAttributeValueLen, n)
+		}
+		out = append(out, Attribute{Name: name, Value: m.Str()})
+	}
+	return out, nil
+}
+
+func decodeMetrics(field string, v strictjson.Value, out *Metrics) error {
+	if err := optionalKind(field, v, strictjson.Object); err != nil {
+		return err
+	}
+	for m := v.First(); m.Valid(); m = m.Next() {
+		mf := field + "." + m.Key()
+		switch m.Key() {
+		case "runningRequests":
+			if err := optionalKind(mf, m, strictjson.Number); err != nil {
+				return err
+			}
+			x, ok := m.Integral()
+			if !ok {
+				return invalid(mf, titleType, "must be an integer, got %s", m.Literal())
+			}
+			if x < 0 {
+				return invalid(mf, titleValue, "must be >= 0, got %d", x)
+			}
+			out.RunningRequests, out.HasRunningRequests = x, true
+		case "engineUtilization", "kvCacheUsage":
+			if err := optionalKind(mf, m, strictjson.Number); err != nil {
+				return err
+			}
+			f, ok := m.Float()
+			if !ok || f < 0 || f > 1 {
+				return invalid(mf, titleValue, "must be a ratio in [0,1], got %s", m.Literal())
+			}
+			if m.Key() == "kvCacheUsage" {
+				out.KVCacheUsage, out.HasKVCacheUsage = f, true
+			} else {
+				out.EngineUtilization, out.HasEngineUtilization = f, true
+			}
+		}
+	}
+	return nil
+}
