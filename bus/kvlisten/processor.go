@@ -14,14 +14,19 @@ func (l *Listener) process() {
 			case <-gate:
 				break wait
 			case m := <-l.in:
-				if !buf.push(m) {
-					l.state.update(func(s *State) { s.Overflowed++ })
-				}
+				ok := buf.push(m)
+				l.state.update(func(s *State) {
+					s.Buffered = len(buf.msgs)
+					if !ok {
+						s.Overflowed++
+					}
+				})
 			case <-l.ctx.Done():
 				return
 			}
 		}
 		l.state.setGateOpen()
+		l.state.update(func(s *State) { s.Buffered = 0 })
 		l.log.Info("kv events gate open", "buffered", len(buf.msgs))
 		for _, m := range buf.msgs {
 			if l.ctx.Err() != nil {

@@ -55,6 +55,9 @@ type State struct {
 	Replays     uint64 // replay requests sent
 	ReplayFails uint64 // replay requests that ended incomplete or failed
 	Connects    uint64 // successful SUB connections (first one included)
+	// Buffered is the number of batches currently held while the gate is
+	// closed (not cumulative).
+	Buffered int
 }
 
 // stateBox guards the published State. The receiver goroutine writes the

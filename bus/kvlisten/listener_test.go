@@ -1,0 +1,491 @@
+package kvlisten
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const wait = 10 * time.Second
+
+// checkRecords asserts the applied sequence is exactly want, in order.
+func checkRecords(t *testing.T, got []record, want []record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("applied %d batches, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("batch %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func recs(from, to uint64, prefix string, replayed bool) []record {
+	var out []record
+	for s := from; s < to; s++ {
+		out = append(out, record{s, fmt.Sprintf("%s%d", prefix, s), replayed})
+	}
+	return out
+}
+
+func TestInOrderDelivery(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	waitUntil(t, wait, "active", func() bool { return l.State().Status == StatusActive })
+	for i := 0; i < 100; i++ {
+		p.publish(fmt.Sprintf("p%d", i))
+	}
+	waitUntil(t, wait, "100 batches", func() bool { return h.count() == 100 })
+	got, restarts, _ := h.snapshot()
+	checkRecords(t, got, recs(0, 100, "p", false))
+	st := l.State()
+	if st.Watermark != 99 || !st.HasWatermark || st.Batches != 100 || st.Gaps != 0 || st.Lost != 0 || len(restarts) != 0 {
+		t.Fatalf("state = %+v, restarts %v", st, restarts)
+	}
+}
+
+func TestGapRepairedByReplay(t *testing.T) {
+	for _, shape := range []int{3, 2} {
+		t.Run(fmt.Sprintf("reply_frames_%d", shape+1), func(t *testing.T) {
+			p := newTestPub(t, pubOpts{replay: true, shape: shape})
+			h := &recHandler{}
+			l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+			p.waitSubscribed()
+			for i := 0; i < 5; i++ {
+				p.publish(fmt.Sprintf("p%d", i))
+			}
+			for i := 5; i < 10; i++ {
+				p.drop(fmt.Sprintf("p%d", i))
+			}
+			for i := 10; i < 15; i++ {
+				p.publish(fmt.Sprintf("p%d", i))
+			}
+			waitUntil(t, wait, "15 batches", func() bool { return h.count() == 15 })
+			got, _, _ := h.snapshot()
+			want := append(append(recs(0, 5, "p", false), recs(5, 10, "p", true)...), recs(10, 15, "p", false)...)
+			checkRecords(t, got, want)
+			st := l.State()
+			if st.Gaps != 1 || st.Replayed != 5 || st.Lost != 0 || st.Replays != 1 || st.ReplayFails != 0 || st.Watermark != 14 {
+				t.Fatalf("state = %+v", st)
+			}
+			// The request starts at W (4), not W+1: the incarnation probe.
+			if r := p.replayRequests(); !slices.Equal(r, []uint64{4}) {
+				t.Fatalf("replay requests = %v, want [4]", r)
+			}
+		})
+	}
+}
+
+func TestGapWithoutReplayIsCountedLost(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	p.publish("p0")
+	p.drop("p1")
+	p.drop("p2")
+	p.publish("p3")
+	waitUntil(t, wait, "2 batches", func() bool { return h.count() == 2 })
+	got, _, _ := h.snapshot()
+	checkRecords(t, got, []record{{0, "p0", false}, {3, "p3", false}})
+	if st := l.State(); st.Gaps != 1 || st.Lost != 2 || st.Watermark != 3 {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestLateJoinerReplaysFromZero(t *testing.T) {
+	p := newTestPub(t, pubOpts{replay: true})
+	for i := 0; i < 10; i++ {
+		p.drop(fmt.Sprintf("p%d", i)) // published before anyone listened
+	}
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+	p.waitSubscribed()
+	p.publish("p10")
+	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	got, _, _ := h.snapshot()
+	checkRecords(t, got, append(recs(0, 10, "p", true), record{10, "p10", false}))
+	if r := p.replayRequests(); !slices.Equal(r, []uint64{0}) {
+		t.Fatalf("replay requests = %v, want [0]", r)
+	}
+	if st := l.State(); st.Gaps != 1 || st.Replayed != 10 {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestReplayHolesAndSilenceAreNotFatal(t *testing.T) {
+	t.Run("evicted", func(t *testing.T) {
+		p := newTestPub(t, pubOpts{replay: true})
+		h := &recHandler{}
+		l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+		p.waitSubscribed()
+		p.publish("p0")
+		for i := 1; i < 6; i++ {
+			p.drop(fmt.Sprintf("p%d", i))
+		}
+		p.forget(0, 3) // the engine's buffer lost 0..2 (W=0 unverifiable, 1, 2 gone)
+		p.publish("p6")
+		waitUntil(t, wait, "5 batches", func() bool { return h.count() == 5 })
+		got, _, _ := h.snapshot()
+		checkRecords(t, got, append(append([]record{{0, "p0", false}}, recs(3, 6, "p", true)...), record{6, "p6", false}))
+		if st := l.State(); st.Lost != 2 || st.Restarts != 0 || st.Watermark != 6 {
+			t.Fatalf("state = %+v", st)
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		p := newTestPub(t, pubOpts{replay: true})
+		p.setSilent(true)
+		h := &recHandler{}
+		l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h, ReplayTimeout: 150 * time.Millisecond})
+		p.waitSubscribed()
+		p.publish("p0")
+		p.drop("p1")
+		p.publish("p2")
+		p.publish("p3")
+		waitUntil(t, wait, "3 batches", func() bool { return h.count() == 3 })
+		got, _, _ := h.snapshot()
+		checkRecords(t, got, []record{{0, "p0", false}, {2, "p2", false}, {3, "p3", false}})
+		if st := l.State(); st.ReplayFails != 1 || st.Lost != 1 || st.Replays != 1 {
+			t.Fatalf("state = %+v", st)
+		}
+	})
+}
+
+func TestStaleSkipped(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	for i := uint64(0); i < 10; i++ {
+		p.publish(fmt.Sprintf("p%d", i))
+	}
+	p.sendRaw([]byte("kv-events"), encodeSeq(8), []byte("dup8")) // near W: stale
+	p.sendRaw([]byte("kv-events"), encodeSeq(9), []byte("dup9"))
+	p.publish("p10")
+	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	got, restarts, _ := h.snapshot()
+	checkRecords(t, got, recs(0, 11, "p", false))
+	if st := l.State(); st.Stale != 2 || st.Restarts != 0 || len(restarts) != 0 {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestUndecodableDoesNotAdvanceWatermark(t *testing.T) {
+	for _, withReplay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replay=%v", withReplay), func(t *testing.T) {
+			p := newTestPub(t, pubOpts{replay: withReplay})
+			h := &recHandler{}
+			l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+			p.waitSubscribed()
+			p.publish("p0")
+			p.publish("bad1")
+			waitUntil(t, wait, "undecodable", func() bool { return l.State().Undecodable == 1 })
+			if st := l.State(); st.Watermark != 0 || st.Batches != 1 {
+				t.Fatalf("after undecodable: %+v", st)
+			}
+			p.publish("p2")
+			waitUntil(t, wait, "p2", func() bool { return h.count() == 2 })
+			st := l.State()
+			if st.Watermark != 2 {
+				t.Fatalf("state = %+v", st)
+			}
+			if withReplay {
+				// Batch 1 was asked for once more and failed again.
+				if st.Undecodable != 2 || st.Lost != 0 || st.Replays != 1 {
+					t.Fatalf("state = %+v", st)
+				}
+			} else if st.Undecodable != 1 || st.Lost != 1 {
+				t.Fatalf("state = %+v", st)
+			}
+		})
+	}
+}
+
+func TestMalformedDropped(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	p.sendRaw([]byte("kv-events"), encodeSeq(0))                               // 2 frames
+	p.sendRaw([]byte("kv-events"), []byte{0, 0, 0, 0, 0, 0, 0}, []byte("x"))   // 7-byte seq
+	p.sendRaw([]byte("kv-events"), encodeSeq(0), []byte("x"), []byte("extra")) // 4 frames
+	p.sendRaw([]byte("kv-events"), append(encodeSeq(0), 0), []byte("x"))       // 9-byte seq
+	p.publish("p0")
+	waitUntil(t, wait, "p0", func() bool { return h.count() == 1 })
+	if st := l.State(); st.Malformed != 4 || st.Watermark != 0 || st.Batches != 1 {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestGateBuffersUntilOpen(t *testing.T) {
+	p := newTestPub(t, pubOpts{replay: true})
+	gate := make(chan struct{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h, Gate: gate, BufferBatches: 4})
+	p.waitSubscribed()
+	for i := 0; i < 10; i++ {
+		p.publish(fmt.Sprintf("p%d", i))
+	}
+	waitUntil(t, wait, "buffered+overflowed", func() bool {
+		st := l.State()
+		return st.Buffered == 4 && st.Overflowed == 6
+	})
+	if st := l.State(); st.Status != StatusPending || st.Batches != 0 || h.count() != 0 {
+		t.Fatalf("applied while gated: %+v", st)
+	}
+	close(gate)
+	waitUntil(t, wait, "buffer applied", func() bool { return h.count() == 4 })
+	if st := l.State(); st.Status != StatusActive || st.Buffered != 0 {
+		t.Fatalf("state = %+v", st)
+	}
+	p.publish("p10") // reveals the overflow gap 4..9, repaired by replay
+	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	got, _, _ := h.snapshot()
+	checkRecords(t, got, append(append(recs(0, 4, "p", false), recs(4, 10, "p", true)...), record{10, "p10", false}))
+}
+
+func TestRestartRule1Reconnect(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	for i := 0; i < 50; i++ {
+		p.publish(fmt.Sprintf("a%d", i))
+	}
+	waitUntil(t, wait, "50 batches", func() bool { return h.count() == 50 })
+	addrs := p.addrs()
+	p.close()
+	waitUntil(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
+	if st := l.State(); st.LastError == "" {
+		t.Fatalf("no last error: %+v", st)
+	}
+	// The engine comes back at the same address and counts from 0 again.
+	q := newTestPub(t, addrs)
+	q.waitSubscribed()
+	for i := 0; i < 5; i++ {
+		q.publish(fmt.Sprintf("b%d", i))
+	}
+	waitUntil(t, wait, "55 batches", func() bool { return h.count() == 55 })
+	got, restarts, order := h.snapshot()
+	checkRecords(t, got[50:], recs(0, 5, "b", false))
+	if !slices.Equal(restarts, [][2]uint64{{49, 0}}) {
+		t.Fatalf("restarts = %v", restarts)
+	}
+	if order[50] != "restart:49:0" || order[51] != "apply:0" {
+		t.Fatalf("Restarted not called before the first batch: %v", order[48:])
+	}
+	if st := l.State(); st.Restarts != 1 || st.Connects != 2 || st.Watermark != 4 || st.Status != StatusActive {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestRestartRule1WithReplayFromZero(t *testing.T) {
+	p := newTestPub(t, pubOpts{replay: true})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+	p.waitSubscribed()
+	for i := 0; i < 20; i++ {
+		p.publish(fmt.Sprintf("a%d", i))
+	}
+	waitUntil(t, wait, "20 batches", func() bool { return h.count() == 20 })
+	addrs := p.addrs()
+	p.close()
+	q := newTestPub(t, addrs)
+	for i := 0; i < 3; i++ {
+		q.drop(fmt.Sprintf("b%d", i)) // sent before we reconnected
+	}
+	q.waitSubscribed()
+	q.publish("b3")
+	waitUntil(t, wait, "24 batches", func() bool { return h.count() == 24 })
+	got, restarts, _ := h.snapshot()
+	checkRecords(t, got[20:], append(recs(0, 3, "b", true), record{3, "b3", false}))
+	if !slices.Equal(restarts, [][2]uint64{{19, 3}}) {
+		t.Fatalf("restarts = %v", restarts)
+	}
+	if st := l.State(); st.Restarts != 1 || st.Watermark != 3 {
+		t.Fatalf("state = %+v", st)
+	}
+}
+
+func TestRestartRule2NearZeroSameConnection(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	h := &recHandler{}
+	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
+	p.waitSubscribed()
+	for i := 0; i < 100; i++ {
+		p.publish(fmt.Sprintf("a%d", i))
+	}
+	p.sendRaw([]byte("kv-events"), encodeSeq(1), []byte("b1")) // new counter, no reconnect
+	p.sendRaw([]byte("kv-events"), encodeSeq(2), []byte("b2"))
+	waitUntil(t, wait, "102 batches", func() bool { return h.count() == 102 })
+	got, restarts, _ := h.snapshot()
+	checkRecords(t, got[100:], []record{{1, "b1", false}, {2, "b2", false}})
+	if !slices.Equal(restarts, [][2]uint64{{99, 1}}) {
+		t.Fatalf("restarts = %v", restarts)
+	}
+	if st := l.State(); st.Restarts != 1 || st.Lost != 1 || st.Stale != 0 {
+		t.Fatalf("state = %+v", st) // batch 0 of the new incarnation was never seen
+	}
+}
+
+func TestRestartRule3Probe(t *testing.T) {
+	t.Run("restarted_contiguous", func(t *testing.T) {
+		p := newTestPub(t, pubOpts{replay: true})
+		h := &recHandler{}
+		l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+		p.waitSubscribed()
+		for i := 0; i < 10; i++ {
+			p.publish(fmt.Sprintf("a%d", i))
+		}
+		waitUntil(t, wait, "10 batches", func() bool { return h.count() == 10 })
+		addrs := p.addrs()
+		p.close()
+		q := newTestPub(t, addrs)
+		for i := 0; i < 10; i++ {
+			q.drop(fmt.Sprintf("b%d", i))
+		}
+		q.waitSubscribed()
+		q.publish("b10") // looks contiguous with W=9
+		waitUntil(t, wait, "21 batches", func() bool { return h.count() == 21 })
+		got, restarts, _ := h.snapshot()
+		checkRecords(t, got[10:], append(recs(0, 10, "b", true), record{10, "b10", false}))
+		if !slices.Equal(restarts, [][2]uint64{{9, 10}}) {
+			t.Fatalf("restarts = %v", restarts)
+		}
+		if r := q.replayRequests(); !slices.Equal(r, []uint64{9, 0}) {
+			t.Fatalf("replay requests = %v, want probe at 9 then [0,10)", r)
+		}
+		if st := l.State(); st.Restarts != 1 || st.Watermark != 10 {
+			t.Fatalf("state = %+v", st)
+		}
+	})
+	t.Run("same_incarnation_reconnect", func(t *testing.T) {
+		p := newTestPub(t, pubOpts{replay: true})
+		h := &recHandler{}
+		l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
+		p.waitSubscribed()
+		for i := 0; i < 10; i++ {
+			p.publish(fmt.Sprintf("a%d", i))
+		}
+		waitUntil(t, wait, "10 batches", func() bool { return h.count() == 10 })
+		p.reopenPub() // connection breaks, counter and buffer survive
+		p.drop("a10")
+		p.waitSubscribed()
+		p.publish("a11")
+		waitUntil(t, wait, "12 batches", func() bool { return h.count() == 12 })
+		got, restarts, _ := h.snapshot()
+		checkRecords(t, got[10:], []record{{10, "a10", true}, {11, "a11", false}})
+		if len(restarts) != 0 {
+			t.Fatalf("false restart: %v", restarts)
+		}
+		if st := l.State(); st.Connects != 2 || st.Restarts != 0 {
+			t.Fatalf("state = %+v", st)
+		}
+	})
+}
+
+// closeWithin fails the test if Close does not return within d.
+func closeWithin(t *testing.T, l *Listener, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = l.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("Close did not return within %v", d)
+	}
+	if st := l.State(); st.Status != StatusClosed {
+		t.Fatalf("status after Close = %v", st.Status)
+	}
+}
+
+func TestClosePrompt(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) (Config, func(l *Listener) bool)
+	}{
+		{"blocked_in_recv", func(t *testing.T) (Config, func(*Listener) bool) {
+			p := newTestPub(t, pubOpts{})
+			return Config{Endpoint: p.pubEP}, func(l *Listener) bool { return l.State().Status == StatusActive }
+		}},
+		{"dialing_nobody", func(t *testing.T) (Config, func(*Listener) bool) {
+			return Config{Endpoint: freeEndpoint(t), MinBackoff: time.Second, MaxBackoff: 5 * time.Second},
+				func(l *Listener) bool { return l.State().Status == StatusFailed }
+		}},
+		{"stuck_handshake", func(t *testing.T) (Config, func(*Listener) bool) {
+			return Config{Endpoint: silentTCP(t), DialTimeout: time.Minute},
+				func(l *Listener) bool { return true }
+		}},
+		{"stuck_replay", func(t *testing.T) (Config, func(*Listener) bool) {
+			p := newTestPub(t, pubOpts{replay: true})
+			p.setSilent(true)
+			p.drop("p0")
+			go func() { p.waitSubscribed(); p.publish("p1") }()
+			return Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, ReplayTimeout: time.Minute},
+				func(*Listener) bool { return len(p.replayRequests()) == 1 }
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, ready := tc.setup(t)
+			cfg.Handler = &recHandler{}
+			l := startListener(t, cfg)
+			waitUntil(t, wait, "ready", func() bool { return ready(l) })
+			closeWithin(t, l, 2*time.Second)
+		})
+	}
+}
+
+func TestHandshakeTimeoutFails(t *testing.T) {
+	l := startListener(t, Config{Endpoint: silentTCP(t), Handler: &recHandler{}, DialTimeout: 100 * time.Millisecond})
+	waitUntil(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
+	if st := l.State(); !strings.Contains(st.LastError, "handshake") {
+		t.Fatalf("LastError = %q", st.LastError)
+	}
+}
+
+func TestStartContextCancelStops(t *testing.T) {
+	p := newTestPub(t, pubOpts{})
+	ctx, cancel := testContext(t)
+	l, err := Start(ctx, Config{Endpoint: p.pubEP, Handler: &recHandler{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.waitSubscribed()
+	cancel()
+	waitUntil(t, wait, "closed", func() bool { return l.State().Status == StatusClosed })
+	closeWithin(t, l, 2*time.Second)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	p := newTestPub(t, pubOpts{replay: true})
+	before := runtime.NumGoroutine()
+	h := &recHandler{}
+	l, err := Start(t.Context(), Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h,
+		Logger: testLogger(t), MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.waitSubscribed()
+	p.publish("p0")
+	for i := 1; i < 30; i++ {
+		p.drop(fmt.Sprintf("p%d", i))
+	}
+	p.publish("p30") // gap → replay DEALER opened and closed
+	waitUntil(t, wait, "31 batches", func() bool { return h.count() == 31 })
+	p.reopenPub() // forces a SUB reconnect
+	p.waitSubscribed()
+	p.publish("p31")
+	waitUntil(t, wait, "32 batches", func() bool { return h.count() == 32 })
+	if runtime.NumGoroutine() <= before {
+		t.Fatalf("listener goroutines not visible: %d <= %d", runtime.NumGoroutine(), before)
+	}
+	closeWithin(t, l, 2*time.Second)
+	waitUntil(t, wait, "goroutines to drain", func() bool { return runtime.NumGoroutine() <= before })
+}
