@@ -1,0 +1,141 @@
+package radix
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+)
+
+// Owner identifies one holder of KV blocks: a worker and one of its global data-parallel ranks.
+// Owners order by Worker, then Rank (see Compare); Match reports them in that order.
+type Owner struct {
+	Worker uint64
+	Rank   uint32
+}
+
+// Compare orders owners by Worker, then Rank. It returns -1, 0 or +1.
+func (o Owner) Compare(p Owner) int {
+	if c := cmp.Compare(o.Worker, p.Worker); c != 0 {
+		return c
+	}
+	return cmp.Compare(o.Rank, p.Rank)
+}
+
+// Tier is a storage tier a block can be held in. Tiers form the match order device → host_pinned →
+// disk → external.
+type Tier uint8
+
+// The storage tiers, in match order.
+const (
+	TierDevice Tier = iota
+	TierHostPinned
+	TierDisk
+	TierExternal
+	// NumTiers is the number of valid tiers; any Tier ≥ NumTiers is invalid.
+	NumTiers
+)
+
+var tierNames = [NumTiers]string{"device", "host_pinned", "disk", "external"}
+
+// String returns the tier's wire name ("device", "host_pinned", "disk", "external"), or
+// "tier(N)" for an invalid tier.
+func (t Tier) String() string {
+	if t < NumTiers {
+		return tierNames[t]
+	}
+	return "tier(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseTier maps a wire name back to its Tier; ok is false for an unknown name.
+func ParseTier(s string) (t Tier, ok bool) {
+	for i, n := range tierNames {
+		if n == s {
+			return Tier(i), true
+		}
+	}
+	return 0, false
+}
+
+// maxOwners caps interned owners so that an index fits in an entryKey (32-keyShift bits) and
+// every node's entry list fits a slab chunk.
+const maxOwners = 1 << (32 - keyShift)
+
+// owners interns Owner values to dense uint32 indices so that node entries can hold 4-byte keys.
+//
+// Invariants:
+//   - byOwner[list[i].o] == i for every live index i; a freed index is on freeIdx and absent from
+//     byOwner and sorted.
+//   - sorted holds the live indices ordered by Owner; list[i].rank is i's position in sorted.
+//   - list[i].entries is the number of (node, owner i) entries in the index. An index is freed as
+//     soon as it drops to zero, so live owners are exactly the owners holding something.
+//
+// Interning and freeing cost O(live owners) (rank maintenance); both are rare (an owner's first
+// block and its last removal). Lookups are one map access.
+type owners struct {
+	byOwner map[Owner]uint32
+	list    []ownerInfo
+	sorted  []uint32
+	freeIdx []uint32
+}
+
+type ownerInfo struct {
+	o       Owner
+	entries int
+	rank    uint32
+}
+
+func (ot *owners) lookup(o Owner) (uint32, bool) {
+	i, ok := ot.byOwner[o]
+	return i, ok
+}
+
+// intern returns o's index, creating it if needed; ok is false when maxOwners is reached.
+func (ot *owners) intern(o Owner) (idx uint32, ok bool) {
+	if i, found := ot.byOwner[o]; found {
+		return i, true
+	}
+	if n := len(ot.freeIdx); n > 0 {
+		idx = ot.freeIdx[n-1]
+		ot.freeIdx = ot.freeIdx[:n-1]
+		ot.list[idx] = ownerInfo{o: o}
+	} else {
+		if len(ot.list) >= maxOwners {
+			return 0, false
+		}
+		idx = uint32(len(ot.list))
+		ot.list = append(ot.list, ownerInfo{o: o})
+	}
+	if ot.byOwner == nil {
+		ot.byOwner = make(map[Owner]uint32)
+	}
+	ot.byOwner[o] = idx
+	pos, _ := slices.BinarySearchFunc(ot.sorted, o, func(i uint32, o Owner) int {
+		return ot.list[i].o.Compare(o)
+	})
+	ot.sorted = slices.Insert(ot.sorted, pos, idx)
+	ot.renumber(pos)
+	return idx, true
+}
+
+// release frees idx (whose entry count must be zero) for reuse.
+func (ot *owners) release(idx uint32) {
+	pos := int(ot.list[idx].rank)
+	ot.sorted = slices.Delete(ot.sorted, pos, pos+1)
+	ot.renumber(pos)
+	delete(ot.byOwner, ot.list[idx].o)
+	ot.list[idx] = ownerInfo{}
+	ot.freeIdx = append(ot.freeIdx, idx)
+}
+
+func (ot *owners) renumber(from int) {
+	for p := from; p < len(ot.sorted); p++ {
+		ot.list[ot.sorted[p]].rank = uint32(p)
+	}
+}
+
+func (ot *owners) live() int { return len(ot.sorted) }
+
+func (ot *owners) bytes() int {
+	// Rough: map entries (~48 B each with overhead) plus the dense slices.
+	return len(ot.byOwner)*48 + cap(ot.list)*32 + cap(ot.sorted)*4 + cap(ot.freeIdx)*4
+}

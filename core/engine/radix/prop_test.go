@@ -1,0 +1,213 @@
+package radix
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// opGen produces random operation sequences over a deliberately tiny universe (few owners, few
+// local labels, few external hashes) so that shared prefixes, tier mixes, rebinding, repeated
+// hashes and removals in the middle of chains all happen often.
+type opGen struct {
+	r      *rand.Rand
+	owners []Owner
+	labels uint64 // local hashes are 1..labels
+	exts   uint64 // external hashes are 1..exts (plus derived ones)
+}
+
+func newOpGen(seed uint64) *opGen {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	g := &opGen{r: r, labels: 2 + r.Uint64N(4), exts: 8 + r.Uint64N(40)}
+	for w := range 1 + r.IntN(3) {
+		for k := range 1 + r.IntN(3) {
+			g.owners = append(g.owners, Owner{Worker: uint64(w*7 + 1), Rank: uint32(k)})
+		}
+	}
+	return g
+}
+
+func (g *opGen) owner() Owner { return g.owners[g.r.IntN(len(g.owners))] }
+
+func (g *opGen) path(n int) []uint64 {
+	p := make([]uint64, n)
+	for i := range p {
+		p[i] = 1 + g.r.Uint64N(g.labels)
+	}
+	return p
+}
+
+// heldExt picks an external hash o holds according to ref, or a random one.
+func (g *opGen) heldExt(ref *refIndex, o Owner) uint64 {
+	if m := ref.lookup[o]; len(m) > 0 && g.r.IntN(5) != 0 {
+		k := g.r.IntN(len(m))
+		for e := range m {
+			if k == 0 {
+				return e
+			}
+			k--
+		}
+	}
+	return 1 + g.r.Uint64N(g.exts)
+}
+
+// step applies one random operation to both implementations and fails on any disagreement in
+// return values.
+func (g *opGen) step(t testing.TB, ix *Index, ref *refIndex) {
+	t.Helper()
+	o := g.owner()
+	tier := Tier(g.r.IntN(int(NumTiers)))
+	if g.r.IntN(50) == 0 {
+		tier = NumTiers + Tier(g.r.IntN(3)) // invalid
+	}
+	switch op := g.r.IntN(20); {
+	case op < 11: // store
+		hasParent := g.r.IntN(3) != 0
+		var parent uint64
+		if hasParent {
+			parent = g.heldExt(ref, o)
+		}
+		blocks := make([]StoredBlock, g.r.IntN(5))
+		for i := range blocks {
+			blocks[i] = StoredBlock{External: 1 + g.r.Uint64N(g.exts), Local: 1 + g.r.Uint64N(g.labels)}
+		}
+		e1 := ix.Store(o, tier, parent, hasParent, blocks)
+		e2 := ref.Store(o, tier, parent, hasParent, blocks)
+		if (e1 == nil) != (e2 == nil) || (e2 != nil && !errors.Is(e1, e2)) {
+			t.Fatalf("Store(%v,%v,%x,%v,%v): got %v want %v", o, tier, parent, hasParent, blocks, e1, e2)
+		}
+	case op < 17: // remove
+		ext := make([]uint64, 1+g.r.IntN(4))
+		for i := range ext {
+			ext[i] = g.heldExt(ref, o)
+		}
+		r1, u1 := ix.Remove(o, tier, ext)
+		r2, u2 := ref.Remove(o, tier, ext)
+		if r1 != r2 || u1 != u2 {
+			t.Fatalf("Remove(%v,%v,%x)=(%d,%d) want (%d,%d)", o, tier, ext, r1, u1, r2, u2)
+		}
+	case op < 19:
+		if a, b := ix.ClearOwner(o), ref.ClearOwner(o); a != b {
+			t.Fatalf("ClearOwner(%v)=%d want %d", o, a, b)
+		}
+	default:
+		if a, b := ix.RemoveWorker(o.Worker), ref.RemoveWorker(o.Worker); a != b {
+			t.Fatalf("RemoveWorker(%d)=%d want %d", o.Worker, a, b)
+		}
+	}
+}
+
+// probes returns every path over the label alphabet up to depth 3 plus random deeper ones.
+func (g *opGen) probes() [][]uint64 {
+	var out [][]uint64
+	var rec func(p []uint64)
+	rec = func(p []uint64) {
+		if len(p) > 0 {
+			out = append(out, slices.Clone(p))
+		}
+		if len(p) == 3 {
+			return
+		}
+		for l := uint64(1); l <= g.labels; l++ {
+			rec(append(p, l))
+		}
+	}
+	rec(nil)
+	for range 20 {
+		out = append(out, g.path(4+g.r.IntN(6)))
+	}
+	return out
+}
+
+func (g *opGen) allOwners() []Owner {
+	return append(slices.Clone(g.owners), Owner{Worker: 999, Rank: 9})
+}
+
+// TestPropertyAgainstReference runs seeded random operation sequences and compares every
+// observable (Match, ExternalPrefix, OwnerEntries, Stats, Dump) with the naive reference after
+// each batch of steps.
+func TestPropertyAgainstReference(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 60
+	}
+	for seed := range uint64(seeds) {
+		g := newOpGen(seed)
+		ix, ref := New(), newRef()
+		probes := g.probes()
+		for step := range 200 {
+			g.step(t, ix, ref)
+			if step%10 == 9 {
+				compareWithRef(t, ix, ref, probes, g.allOwners())
+			}
+		}
+		compareWithRef(t, ix, ref, probes, g.allOwners())
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+	}
+}
+
+// TestDumpRoundTrip replays Dump into a fresh index and checks that Match, ExternalPrefix and the
+// Dump multiset are unchanged, after random histories that include removals in the middle of
+// chains (which leave entries unreachable).
+func TestDumpRoundTrip(t *testing.T) {
+	for seed := range uint64(120) {
+		g := newOpGen(seed + 10_000)
+		ix, ref := New(), newRef()
+		for range 150 {
+			g.step(t, ix, ref)
+		}
+		cp := New()
+		var replayErr error
+		n := 0
+		ix.Dump(func(ev DumpEvent) bool {
+			n++
+			if err := cp.Store(ev.Owner, ev.Tier, ev.Parent, ev.HasParent, slices.Clone(ev.Blocks)); err != nil {
+				replayErr = err
+				return false
+			}
+			return true
+		})
+		if replayErr != nil {
+			t.Fatalf("seed %d: replaying event %d: %v", seed, n, replayErr)
+		}
+		checkInvariants(t, cp)
+		if a, b := dumpMultiset(ix), dumpMultiset(cp); !mapsEqual(a, b) {
+			t.Fatalf("seed %d: dump multisets differ\n orig %v\n copy %v", seed, a, b)
+		}
+		var m1, m2 Match
+		for _, p := range g.probes() {
+			ix.Match(p, &m1)
+			cp.Match(p, &m2)
+			if !slices.Equal(m1.Owners, m2.Owners) {
+				t.Fatalf("seed %d: Match(%x) orig %+v copy %+v", seed, p, m1.Owners, m2.Owners)
+			}
+			for _, o := range g.owners {
+				a := ix.ExternalPrefix(o, p, len(p), nil)
+				b := cp.ExternalPrefix(o, p, len(p), nil)
+				if !slices.Equal(a, b) {
+					t.Fatalf("seed %d: ExternalPrefix(%v,%x) orig %x copy %x", seed, o, p, a, b)
+				}
+			}
+		}
+	}
+}
+
+// TestDumpStopsEarly checks that visit returning false ends the walk and leaves no scratch marks.
+func TestDumpStopsEarly(t *testing.T) {
+	ix := New()
+	o := Owner{Worker: 1}
+	mustStore(t, ix, o, TierDevice, 0, false, chain(1, 5))
+	mustStore(t, ix, o, TierHostPinned, 0, false, chain(1, 5))
+	calls := 0
+	ix.Dump(func(DumpEvent) bool { calls++; return calls < 3 })
+	if calls != 3 {
+		t.Fatalf("visit called %d times after returning false, want 3", calls)
+	}
+	checkInvariants(t, ix) // fails if a mark bit was left behind
+	if got := len(dumpMultiset(ix)); got != 10 {
+		t.Fatalf("full dump has %d events, want 10", got)
+	}
+}
