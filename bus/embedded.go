@@ -1,0 +1,243 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configures an in-process nats-server.
+//
+// The zero value is the single-node mode: no listening socket at all,
+// clients connect in process ([ConnConfig.Embedded]).
+type EmbeddedOptions struct {
+	// ServerName names the server in logs and cluster gossip. Default: a
+	// name derived from the process (nats-server picks one).
+	ServerName string
+	// ListenAddr, "host:port", opens a client port. The host must be
+	// explicit (nats-server's default is 0.0.0.0); port 0 or -1 picks a
+	// random port. Empty means no client port, unless the server is
+	// clustered: then it listens on 127.0.0.1 with a random port, because
+	// a clustered server that does not listen for clients never starts its
+	// routes and cannot be shut down (nats-server issue #5174).
+	ListenAddr string
+	// ClusterName, ClusterListen and ClusterRoutes make this server one
+	// node of a NATS cluster. ClusterListen, "host:port", enables clustering;
+	// ClusterName is required with it (servers with different names refuse
+	// each other's routes). ClusterRoutes lists seed routes as
+	// "nats-route://host:port" or "host:port"; one live seed suffices, the
+	// servers gossip the rest.
+	ClusterName   string
+	ClusterListen string
+	ClusterRoutes []string
+	// MaxPayload overrides the server's max message size (default 1 MiB).
+	MaxPayload int32
+	// Logger receives the server's log lines; nil discards them.
+	Logger *slog.Logger
+	// Debug and Trace turn on the server's debug and protocol-trace lines.
+	Debug, Trace bool
+	// ReadyTimeout bounds startup (default 10 s); ShutdownTimeout bounds
+	// Shutdown (default 10 s).
+	ReadyTimeout    time.Duration
+	ShutdownTimeout time.Duration
+}
+
+// Errors from StartEmbedded and Embedded.Shutdown.
+var (
+	// ErrEmbeddedOptions: the options are inconsistent or unparsable.
+	ErrEmbeddedOptions = errors.New("bus: invalid embedded server options")
+	// ErrEmbeddedNotReady: the server did not accept clients in time.
+	ErrEmbeddedNotReady = errors.New("bus: embedded server not ready")
+	// ErrShutdownTimeout: the server did not stop in time; Shutdown gave up
+	// waiting (the server keeps stopping in the background).
+	ErrShutdownTimeout = errors.New("bus: embedded server shutdown timed out")
+)
+
+const defaultEmbeddedTimeout = 10 * time.Second
+
+// Embedded is a running in-process nats-server.
+//
+// Concurrency: all methods are safe for concurrent use. Shutdown is
+// idempotent and never blocks longer than ShutdownTimeout.
+type Embedded struct {
+	srv             *server.Server
+	listening       bool
+	shutdownTimeout time.Duration
+
+	once        sync.Once
+	shutdownErr error
+}
+
+// StartEmbedded validates opts, starts the server and waits until it
+// accepts clients. Signals are never trapped (NoSigs) and JetStream is off.
+func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+	sopts, listening, err := opts.serverOptions()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEmbeddedOptions, err)
+	}
+	if opts.Logger != nil {
+		srv.SetLoggerV2(NewServerLogger(opts.Logger), opts.Debug, opts.Trace, false)
+	}
+	e := &Embedded{srv: srv, listening: listening, shutdownTimeout: orDefault(opts.ShutdownTimeout, defaultEmbeddedTimeout)}
+	go srv.Start()
+	ready := orDefault(opts.ReadyTimeout, defaultEmbeddedTimeout)
+	if !srv.ReadyForConnections(ready) {
+		_ = e.Shutdown()
+		return nil, fmt.Errorf("%w within %v", ErrEmbeddedNotReady, ready)
+	}
+	return e, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// serverOptions translates opts; it never returns options that combine a
+// cluster port with DontListen.
+func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
+	s := &server.Options{
+		ServerName: o.ServerName,
+		Host:       "127.0.0.1",
+		NoSigs:     true, // never os.Exit on SIGTERM behind our back
+		NoLog:      true, // our logger is installed with SetLoggerV2
+		JetStream:  false,
+		MaxPayload: o.MaxPayload,
+	}
+	clustered := o.ClusterListen != ""
+	if !clustered && (o.ClusterName != "" || len(o.ClusterRoutes) > 0) {
+		return nil, false, fmt.Errorf("%w: ClusterName/ClusterRoutes need ClusterListen", ErrEmbeddedOptions)
+	}
+	listen := o.ListenAddr
+	if listen == "" && clustered {
+		listen = "127.0.0.1:-1"
+	}
+	if listen == "" {
+		s.DontListen = true
+	} else {
+		host, port, err := splitListen(listen)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: ListenAddr: %w", ErrEmbeddedOptions, err)
+		}
+		s.Host, s.Port = host, port
+	}
+	if clustered {
+		if o.ClusterName == "" {
+			return nil, false, fmt.Errorf("%w: ClusterListen needs ClusterName", ErrEmbeddedOptions)
+		}
+		host, port, err := splitListen(o.ClusterListen)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: ClusterListen: %w", ErrEmbeddedOptions, err)
+		}
+		s.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: port}
+		for _, r := range o.ClusterRoutes {
+			u, err := parseRoute(r)
+			if err != nil {
+				return nil, false, fmt.Errorf("%w: route %q: %w", ErrEmbeddedOptions, r, err)
+			}
+			s.Routes = append(s.Routes, u)
+		}
+	}
+	return s, !s.DontListen, nil
+}
+
+// splitListen parses "host:port" with an explicit host; port 0 becomes -1
+// because nats-server reads 0 as "use 4222".
+func splitListen(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("%q: host must be explicit (nats-server would bind 0.0.0.0)", addr)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
+}
+
+func parseRoute(r string) (*url.URL, error) {
+	if !strings.Contains(r, "://") {
+		r = "nats-route://" + r
+	}
+	u, err := url.Parse(r)
+	if err != nil {
+		return nil, err
+	}
+	if u.Hostname() == "" || u.Port() == "" {
+		return nil, errors.New("need host:port")
+	}
+	return u, nil
+}
+
+// Server returns the underlying server (for tests and diagnostics).
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// InProcessConn implements nats.InProcessConnProvider, so
+// nats.InProcessServer(e) connects without a socket.
+func (e *Embedded) InProcessConn() (net.Conn, error) { return e.srv.InProcessConn() }
+
+// ClientURL returns "nats://host:port" of the client listener, or "" when
+// the server does not listen (in-process only).
+func (e *Embedded) ClientURL() string {
+	if !e.listening {
+		return ""
+	}
+	return e.srv.ClientURL()
+}
+
+// ClusterURL returns "nats-route://host:port" of the route listener, or ""
+// when the server is not clustered. Give it to other servers as a route.
+func (e *Embedded) ClusterURL() string {
+	a := e.srv.ClusterAddr()
+	if a == nil {
+		return ""
+	}
+	return "nats-route://" + a.String()
+}
+
+// NumRoutes returns the number of active routes (route pooling makes it a
+// multiple of the number of peers; compare with >=).
+func (e *Embedded) NumRoutes() int { return e.srv.NumRoutes() }
+
+// Shutdown stops the server, closing every client connection, and waits
+// for it to finish. It returns [ErrShutdownTimeout] instead of hanging if
+// the server does not stop within ShutdownTimeout. Later calls return the
+// first call's result at once.
+func (e *Embedded) Shutdown() error {
+	e.once.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			e.srv.Shutdown()
+			e.srv.WaitForShutdown()
+			close(done)
+		}()
+		t := time.NewTimer(e.shutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			e.shutdownErr = fmt.Errorf("%w after %v", ErrShutdownTimeout, e.shutdownTimeout)
+		}
+	})
+	return e.shutdownErr
+}

@@ -1,0 +1,54 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerLogger adapts a *slog.Logger to nats-server's six-method Logger
+// interface. Notices map to Info, traces to Debug (the server only emits
+// them when trace is enabled), and Fatalf logs at Error without exiting:
+// an embedded server must never end the process.
+//
+// Concurrency: safe for concurrent use (slog loggers are).
+type ServerLogger struct {
+	log *slog.Logger
+}
+
+var _ server.Logger = ServerLogger{}
+
+// NewServerLogger returns an adapter that logs through l with the attribute
+// component=nats-server.
+func NewServerLogger(l *slog.Logger) ServerLogger {
+	return ServerLogger{log: l.With("component", "nats-server")}
+}
+
+func (s ServerLogger) logf(level slog.Level, format string, v []any) {
+	if !s.log.Enabled(context.Background(), level) {
+		return
+	}
+	s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+}
+
+// Noticef implements server.Logger.
+func (s ServerLogger) Noticef(format string, v ...any) { s.logf(slog.LevelInfo, format, v) }
+
+// Warnf implements server.Logger.
+func (s ServerLogger) Warnf(format string, v ...any) { s.logf(slog.LevelWarn, format, v) }
+
+// Fatalf implements server.Logger. It does not exit.
+func (s ServerLogger) Fatalf(format string, v ...any) {
+	s.logf(slog.LevelError, "FATAL: "+format, v)
+}
+
+// Errorf implements server.Logger.
+func (s ServerLogger) Errorf(format string, v ...any) { s.logf(slog.LevelError, format, v) }
+
+// Debugf implements server.Logger.
+func (s ServerLogger) Debugf(format string, v ...any) { s.logf(slog.LevelDebug, format, v) }
+
+// Tracef implements server.Logger.
+func (s ServerLogger) Tracef(format string, v ...any) { s.logf(slog.LevelDebug-4, format, v) }

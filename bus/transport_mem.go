@@ -1,0 +1,248 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// MemNetwork is an in-memory message bus: a hand-written fake of a NATS
+// server for tests of code built on [Transport] (memberlist's MockNetwork
+// pattern). Endpoints made by [MemNetwork.Connect] see each other's
+// messages; like a NATS connection without NoEcho, an endpoint also
+// receives its own publishes.
+//
+// It is safe for concurrent use and needs no cleanup beyond closing its
+// endpoints (each subscription owns one goroutine until unsubscribed).
+// It works inside a testing/synctest bubble when created there.
+//
+// Lock order: MemNetwork.mu before MemTransport.mu (deliver checks an
+// endpoint's state while holding the network lock); never the reverse.
+type MemNetwork struct {
+	mu    sync.Mutex
+	subs  map[string]map[*memSub]struct{} // guarded by mu
+	inbox atomic.Uint64                   // request inbox counter
+
+	// PendingLimit is the per-subscription queue length; a delivery to a
+	// full queue is dropped and counted (client-side slow consumer). Set it
+	// before subscribing; 0 means 65536.
+	PendingLimit int
+}
+
+// NewMemNetwork returns an empty network.
+func NewMemNetwork() *MemNetwork {
+	return &MemNetwork{subs: make(map[string]map[*memSub]struct{})}
+}
+
+// Connect returns a new endpoint on the network.
+func (n *MemNetwork) Connect() *MemTransport {
+	return &MemTransport{net: n, subs: make(map[*memSub]struct{})}
+}
+
+// MemTransport is one endpoint of a [MemNetwork]; it implements [Transport].
+type MemTransport struct {
+	net *MemNetwork
+
+	mu     sync.Mutex
+	closed bool                 // guarded by mu
+	down   bool                 // guarded by mu; simulated disconnect
+	subs   map[*memSub]struct{} // guarded by mu; this endpoint's subscriptions
+}
+
+var _ Transport = (*MemTransport)(nil)
+
+// SetDown simulates losing (true) or regaining (false) the connection.
+// While down, Publish and Request fail with [ErrDisconnected] and messages
+// for this endpoint's subscriptions are lost; subscriptions survive, as
+// NATS re-sends them on reconnect.
+func (t *MemTransport) SetDown(down bool) {
+	t.mu.Lock()
+	t.down = down
+	t.mu.Unlock()
+}
+
+// Close unsubscribes everything; later calls fail with [ErrClosed].
+func (t *MemTransport) Close() {
+	t.mu.Lock()
+	t.closed = true
+	subs := t.subs
+	t.subs = map[*memSub]struct{}{}
+	t.mu.Unlock()
+	for s := range subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// state reports whether the endpoint can send: nil, ErrClosed or ErrDisconnected.
+func (t *MemTransport) state() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return ErrClosed
+	case t.down:
+		return ErrDisconnected
+	}
+	return nil
+}
+
+// Publish implements [Transport]: each subscriber gets its own copy, queued
+// without blocking.
+func (t *MemTransport) Publish(subject string, data []byte) error {
+	if err := t.state(); err != nil {
+		return fmt.Errorf("bus: publish %s: %w", subject, err)
+	}
+	t.net.deliver(Msg{Subject: subject, Data: data})
+	return nil
+}
+
+// deliver fans m out and reports how many subscriptions it reached.
+func (n *MemNetwork) deliver(m Msg) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	reached := 0
+	for s := range n.subs[m.Subject] {
+		if s.owner.isDown() {
+			continue
+		}
+		reached++
+		c := m
+		c.Data = bytes.Clone(m.Data)
+		if c.Data == nil {
+			c.Data = []byte{}
+		}
+		select {
+		case s.ch <- c:
+		default:
+			s.dropped.Add(1)
+		}
+	}
+	return reached
+}
+
+func (t *MemTransport) isDown() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.down
+}
+
+// Subscribe implements [Transport]; the handler runs on a goroutine owned
+// by the subscription.
+func (t *MemTransport) Subscribe(subject string, h Handler) (Subscription, error) {
+	limit := t.net.PendingLimit
+	if limit <= 0 {
+		limit = 1 << 16
+	}
+	s := &memSub{owner: t, subject: subject, ch: make(chan Msg, limit), done: make(chan struct{})}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("bus: subscribe %s: %w", subject, ErrClosed)
+	}
+	t.subs[s] = struct{}{}
+	t.mu.Unlock()
+
+	t.net.mu.Lock()
+	set := t.net.subs[subject]
+	if set == nil {
+		set = make(map[*memSub]struct{})
+		t.net.subs[subject] = set
+	}
+	set[s] = struct{}{}
+	t.net.mu.Unlock()
+
+	go s.run(h)
+	return s, nil
+}
+
+// Request implements [Transport] with a one-shot inbox subscription.
+func (t *MemTransport) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	if err := t.state(); err != nil {
+		return nil, fmt.Errorf("bus: request %s: %w", subject, err)
+	}
+	ctx, cancel := withDeadline(ctx)
+	defer cancel()
+	inbox := "_INBOX.mem." + strconv.FormatUint(t.net.inbox.Add(1), 10)
+	replies := make(chan []byte, 1)
+	sub, err := t.Subscribe(inbox, func(m Msg) {
+		select {
+		case replies <- m.Data:
+		default: // only the first reply counts
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if t.net.deliver(Msg{Subject: subject, Reply: inbox, Data: data}) == 0 {
+		return nil, fmt.Errorf("bus: request %s: %w", subject, ErrNoResponders)
+	}
+	select {
+	case b := <-replies:
+		return b, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("bus: request %s: %w: %w", subject, ErrTimeout, ctx.Err())
+	}
+}
+
+// Flush implements [Transport]. Subscriptions take effect synchronously in
+// memory, so there is nothing to wait for beyond the endpoint's state.
+func (t *MemTransport) Flush(ctx context.Context) error {
+	if err := t.state(); err != nil {
+		return fmt.Errorf("bus: flush: %w", err)
+	}
+	return ctx.Err()
+}
+
+// memSub is one subscription: a bounded queue drained by one goroutine.
+type memSub struct {
+	owner   *MemTransport
+	subject string
+	ch      chan Msg
+	done    chan struct{} // closed by Unsubscribe
+	once    sync.Once
+	dropped atomic.Int64
+}
+
+func (s *memSub) run(h Handler) {
+	for {
+		select {
+		case <-s.done:
+			return
+		case m := <-s.ch:
+			// Re-check: Unsubscribe may have raced with a queued message.
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			h(m)
+		}
+	}
+}
+
+// Unsubscribe implements [Subscription].
+func (s *memSub) Unsubscribe() error {
+	err := fmt.Errorf("bus: unsubscribe %s: %w", s.subject, ErrClosed)
+	s.once.Do(func() {
+		err = nil
+		n := s.owner.net
+		n.mu.Lock()
+		delete(n.subs[s.subject], s)
+		if len(n.subs[s.subject]) == 0 {
+			delete(n.subs, s.subject)
+		}
+		n.mu.Unlock()
+		s.owner.mu.Lock()
+		delete(s.owner.subs, s)
+		s.owner.mu.Unlock()
+		close(s.done)
+	})
+	return err
+}
+
+// Dropped implements [Subscription].
+func (s *memSub) Dropped() int { return int(s.dropped.Load()) }
