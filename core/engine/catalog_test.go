@@ -1,0 +1,447 @@
+package engine
+
+// Catalog tests: UpsertWorker, PatchWorker, DeleteWorker, Workers, and the rank-by-rank
+// reconciliation rules of the seed's "Worker Restarts" section (spec §3.2–§3.5).
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestUpsertWorkerErrors covers every input UpsertWorker refuses (HTTP 422): nothing is
+// registered by a refused upsert.
+func TestUpsertWorkerErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		spec WorkerSpec
+		want string
+	}{
+		{"missing worker_id", WorkerSpec{Endpoint: ptr("http://x")}, "missing field `worker_id`"},
+		{"kv_events_endpoints rank not a number", spec(1, func(s *WorkerSpec) { s.KVEventsEndpoints = map[string]string{"zero": "tcp://a:1"} }), `kv_events_endpoints: invalid DP rank key "zero"`},
+		{"kv_events_endpoints rank overflows u32", spec(1, func(s *WorkerSpec) { s.KVEventsEndpoints = map[string]string{"4294967296": "tcp://a:1"} }), "expected a u32"},
+		{"hint source rank negative", spec(1, func(s *WorkerSpec) { s.RouterHintSourceControlEndpoints = map[string]string{"-1": "tcp://a:1"} }), "router_hint_source_control_endpoints: invalid DP rank key"},
+		{"unknown enforcement", spec(1, func(s *WorkerSpec) { s.KVTransferEnforcement = ptr("sometimes") }), "kv_transfer_enforcement: unknown variant `sometimes`"},
+		{"unknown source mode", spec(1, func(s *WorkerSpec) { s.KVEventSourceMode = ptr("v3") }), "kv_event_source_mode: unknown variant `v3`"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, nil)
+			_, err := e.UpsertWorker(tc.spec)
+			wantErr(t, err, ErrUnprocessable, tc.want)
+			if n := len(e.Workers("", "")); n != 0 {
+				t.Fatalf("refused upsert left %d workers", n)
+			}
+		})
+	}
+}
+
+// TestUpsertWorkerRecordShape checks the JSON echo of a record: absent optional scalars are
+// null, taints and topology_domains are always present, empty maps and unset hint fields are
+// omitted, and model_name/routing_group default to "default".
+func TestUpsertWorkerRecordShape(t *testing.T) {
+	e := newEngine(t, nil)
+	rec, err := e.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(9))})
+	noErr(t, err)
+	raw, err := json.Marshal(rec)
+	noErr(t, err)
+	var m map[string]json.RawMessage
+	noErr(t, json.Unmarshal(raw, &m))
+
+	nulls := []string{"endpoint", "kv_events_endpoint", "replay_endpoint", "block_size", "data_parallel_start_rank",
+		"data_parallel_size", "max_num_batched_tokens", "total_kv_blocks", "stable_routing_id", "is_eagle",
+		"kv_transfer_domain", "kv_transfer_enforcement", "kv_transfer_preferred_weight"}
+	for _, k := range nulls {
+		if string(m[k]) != "null" {
+			t.Errorf("%s = %s, want null", k, m[k])
+		}
+	}
+	wantJSON := map[string]string{"worker_id": "9", "model_name": `"default"`, "routing_group": `"default"`,
+		"taints": "[]", "topology_domains": "{}", "lifecycle": `"incomplete"`}
+	for k, v := range wantJSON {
+		if string(m[k]) != v {
+			t.Errorf("%s = %s, want %s", k, m[k], v)
+		}
+	}
+	for _, k := range []string{"kv_events_endpoints", "router_hint_worker_type", "router_hint_source_control_endpoints", "kv_event_source_mode", "listeners"} {
+		if _, ok := m[k]; ok {
+			t.Errorf("%s present (%s), want omitted", k, m[k])
+		}
+	}
+	if _, ok := m["not_schedulable_reasons"]; !ok {
+		t.Errorf("incomplete record lacks not_schedulable_reasons")
+	}
+
+	// A schedulable record omits not_schedulable_reasons and echoes what was given.
+	rec = mustUpsert(t, e, spec(1, func(s *WorkerSpec) {
+		s.Taints = []string{"zeta", "alpha", "zeta"}
+		s.TopologyDomains = map[string]string{"rack": "r1"}
+		s.IsEagle = ptr(false)
+	}))
+	raw, _ = json.Marshal(rec)
+	if strings.Contains(string(raw), "not_schedulable_reasons") {
+		t.Errorf("schedulable record has reasons: %s", raw)
+	}
+	if !slices.Equal(rec.Taints, []string{"alpha", "zeta"}) {
+		t.Errorf("taints %q, want the sorted set [alpha zeta]", rec.Taints)
+	}
+	if rec.TopologyDomains["rack"] != "r1" || rec.IsEagle == nil || *rec.IsEagle {
+		t.Errorf("echo lost fields: %+v", rec)
+	}
+	if rec.DataParallelSize != nil {
+		t.Errorf("data_parallel_size echoed as %d, want null (absent)", *rec.DataParallelSize)
+	}
+}
+
+// TestUpsertWorkerReasons checks not_schedulable_reasons and their order (spec §3.4).
+func TestUpsertWorkerReasons(t *testing.T) {
+	queueCfg := DefaultConfig()
+	queueCfg.QueueThreshold = ptr(0.5)
+	tests := []struct {
+		name string
+		cfg  *Config
+		pre  []WorkerSpec // registered first (must be schedulable)
+		spec WorkerSpec
+		want []string // nil = schedulable
+	}{
+		{name: "complete", spec: spec(1)},
+		{name: "nothing but id", spec: WorkerSpec{WorkerID: ptr(uint64(1))}, want: []string{
+			"endpoint is required", "block_size must be greater than 0", "kv_events endpoint is required for dp_rank 0"}},
+		{name: "empty endpoint, zero block size, zero dp size", spec: spec(1, func(s *WorkerSpec) {
+			s.Endpoint, s.BlockSize, s.DataParallelSize = ptr(""), ptr(uint32(0)), ptr(uint32(0))
+		}), want: []string{"endpoint is required", "block_size must be greater than 0", "data_parallel_size must be greater than 0"}},
+		{name: "queueing requires max_num_batched_tokens", cfg: &queueCfg, spec: spec(1), want: []string{
+			"max_num_batched_tokens is required while queueing is enabled"}},
+		{name: "queueing satisfied", cfg: &queueCfg, spec: spec(1, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(8192)) })},
+		{name: "singular kv endpoint does not serve two ranks", spec: spec(1, func(s *WorkerSpec) { s.DataParallelSize = ptr(uint32(2)) }), want: []string{
+			"kv_events endpoint is required for dp_rank 0", "kv_events endpoint is required for dp_rank 1"}},
+		{name: "per-rank endpoints use global ranks", spec: spec(1, dp(4, 2), func(s *WorkerSpec) { delete(s.KVEventsEndpoints, "5") }), want: []string{
+			"kv_events endpoint is required for dp_rank 5"}},
+		{name: "replay only for one rank", spec: spec(1, dp(0, 2), func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w1:5558") }), want: []string{
+			"replay_endpoint is supported only for data_parallel_size 1"}},
+		{name: "kv events off needs no endpoint", cfg: approxConfig(), spec: spec(1, func(s *WorkerSpec) { s.KVEventsEndpoint = nil; s.DataParallelSize = ptr(uint32(3)) })},
+		{name: "invalid kv endpoint", spec: spec(1, func(s *WorkerSpec) { s.KVEventsEndpoint = ptr("tcp://w1") }), want: []string{
+			"reconciliation failed: invalid kv_events endpoint for worker 1 dp_rank 0: invalid ZMQ endpoint `tcp://w1`: missing TCP port"}},
+		{name: "invalid endpoints of two ranks and replay", spec: spec(1, dp(0, 2), func(s *WorkerSpec) {
+			s.KVEventsEndpoints = map[string]string{"0": "udp://a:1", "1": "tcp://:1"}
+		}), want: []string{
+			"reconciliation failed: invalid kv_events endpoint for worker 1 dp_rank 0: invalid ZMQ endpoint `udp://a:1`: unsupported scheme `udp`",
+			"reconciliation failed: invalid kv_events endpoint for worker 1 dp_rank 1: invalid ZMQ endpoint `tcp://:1`: missing TCP host"}},
+		{name: "invalid replay endpoint", spec: spec(1, func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w1:99999") }), want: []string{
+			"reconciliation failed: invalid replay endpoint for worker 1: invalid ZMQ endpoint `tcp://w1:99999`: invalid TCP port: number too large to fit in target type"}},
+		{name: "block size mismatch", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }), want: []string{
+			"reconciliation failed: block_size mismatch for model=default routing_group=default: existing=4 requested=16"}},
+		{name: "is_eagle mismatch", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) { s.IsEagle = ptr(true) }), want: []string{
+			"reconciliation failed: is_eagle mismatch for model=default routing_group=default: existing=false requested=true"}},
+		{name: "other partition may use another block size", pre: []WorkerSpec{spec(2)}, spec: spec(1, inModel("m", "g"), func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) })},
+		{name: "metadata reasons come before partition checks", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) {
+			s.Endpoint, s.BlockSize = nil, ptr(uint32(16))
+		}), want: []string{"endpoint is required"}},
+		{name: "partition checks come before endpoint validation", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) {
+			s.BlockSize, s.KVEventsEndpoint = ptr(uint32(16)), ptr("bogus")
+		}), want: []string{"reconciliation failed: block_size mismatch for model=default routing_group=default: existing=4 requested=16"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, tc.cfg)
+			for _, s := range tc.pre {
+				mustUpsert(t, e, s)
+			}
+			rec, err := e.UpsertWorker(tc.spec)
+			noErr(t, err)
+			if !slices.Equal(rec.NotSchedulableReasons, tc.want) {
+				t.Fatalf("reasons\n got %q\nwant %q", rec.NotSchedulableReasons, tc.want)
+			}
+			wantLife := LifecycleSchedulable
+			if tc.want != nil {
+				wantLife = LifecycleIncomplete
+			}
+			if rec.Lifecycle != wantLife {
+				t.Fatalf("lifecycle %s, want %s", rec.Lifecycle, wantLife)
+			}
+			if got, _ := e.Worker(*tc.spec.WorkerID); got.Lifecycle != wantLife {
+				t.Fatalf("catalog lifecycle %s, want %s", got.Lifecycle, wantLife)
+			}
+			wantSched := len(tc.pre)
+			if tc.want == nil {
+				wantSched++
+			}
+			if n := e.SchedulableCount(); n != wantSched {
+				t.Fatalf("SchedulableCount %d, want %d", n, wantSched)
+			}
+		})
+	}
+}
+
+// TestUpsertWorkerAloneMayReshapePartition: a worker alone in its partition may change the
+// partition's block size (there is nobody to disagree with).
+func TestUpsertWorkerAloneMayReshapePartition(t *testing.T) {
+	e := newEngine(t, nil)
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(8)) }))
+	resp, err := e.Select(selReq("", toks(0, 16)), t0)
+	noErr(t, err)
+	if resp.BlockSize != 8 {
+		t.Fatalf("block size %d after reshaping, want 8", resp.BlockSize)
+	}
+	// A second worker must now agree with the new size.
+	rec, _ := e.UpsertWorker(spec(2))
+	if rec.Lifecycle != LifecycleIncomplete || !strings.Contains(rec.NotSchedulableReasons[0], "existing=8 requested=4") {
+		t.Fatalf("second worker: %s %q", rec.Lifecycle, rec.NotSchedulableReasons)
+	}
+}
+
+// TestRankReconciliation checks the "Worker Restarts" rules rank by rank: unchanged endpoints
+// keep indexed blocks and bookings; a changed endpoint drops that rank's blocks but keeps its
+// bookings; a rank leaving the DP range loses both.
+func TestRankReconciliation(t *testing.T) {
+	e := newEngine(t, nil)
+	base := spec(1, dp(0, 2))
+	mustUpsert(t, e, base)
+	r0, r1 := Owner{Worker: 1, Rank: 0}, Owner{Worker: 1, Rank: 1}
+	prompt := toks(0, 16)
+	store(t, e, r0, prompt)
+	store(t, e, r1, prompt[:8])
+	for i, o := range []Owner{r0, r1} {
+		_, err := e.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("b", i)), WorkerID: ptr(o.Worker), DPRank: ptr(o.Rank), Prompt: tokenPrompt(prompt)}, t0)
+		noErr(t, err)
+	}
+	overlap := func() (uint64, uint64) {
+		t.Helper()
+		res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
+		noErr(t, err)
+		var d0, d1 uint64
+		for _, w := range res.Workers {
+			switch (Owner{Worker: w.WorkerID, Rank: w.DPRank}) {
+			case r0:
+				d0 = w.DeviceBlocks
+			case r1:
+				d1 = w.DeviceBlocks
+			}
+		}
+		return d0, d1
+	}
+	if d0, d1 := overlap(); d0 != 4 || d1 != 2 {
+		t.Fatalf("initial overlap %d/%d, want 4/2", d0, d1)
+	}
+
+	// Capacity update, endpoints unchanged: everything survives.
+	upd := base
+	upd.TotalKVBlocks = ptr(uint64(1000))
+	mustUpsert(t, e, upd)
+	if d0, d1 := overlap(); d0 != 4 || d1 != 2 {
+		t.Fatalf("after unchanged upsert overlap %d/%d, want 4/2", d0, d1)
+	}
+	for _, o := range []Owner{r0, r1} {
+		if l := loadOf(e, defKey, o); l.ActiveRequests != 1 {
+			t.Fatalf("after unchanged upsert %v has %d requests, want 1", o, l.ActiveRequests)
+		}
+	}
+
+	// Rank 1's endpoint changes: its blocks go, rank 0's stay; both bookings stay.
+	moved := spec(1, dp(0, 2))
+	moved.KVEventsEndpoints["1"] = "tcp://w1-new:7001"
+	mustUpsert(t, e, moved)
+	if d0, d1 := overlap(); d0 != 4 || d1 != 0 {
+		t.Fatalf("after endpoint change overlap %d/%d, want 4/0", d0, d1)
+	}
+	if l := loadOf(e, defKey, r1); l.ActiveRequests != 1 {
+		t.Fatalf("booking on re-pointed rank lost: %+v", l)
+	}
+
+	// A replay endpoint change re-points every rank of a single-rank worker.
+	single := spec(2, func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w2:5558") })
+	mustUpsert(t, e, single)
+	store(t, e, Owner{Worker: 2}, prompt)
+	single.ReplayEndpoint = ptr("tcp://w2:5559")
+	mustUpsert(t, e, single)
+	res, _ := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
+	for _, w := range res.Workers {
+		if w.WorkerID == 2 && w.DeviceBlocks != 0 {
+			t.Fatalf("replay endpoint change kept %d blocks", w.DeviceBlocks)
+		}
+	}
+
+	// Shrinking to one rank drops rank 1 with its booking and reservation row.
+	mustUpsert(t, e, spec(1, dp(0, 1)))
+	if l := loadOf(e, defKey, r1); l.ActiveRequests != 0 {
+		t.Fatalf("rank 1 still loaded after leaving the DP range: %+v", l)
+	}
+	wantErr(t, e.Free("b1"), ErrNotFound, "reservation b1 not found")
+	noErr(t, e.Free("b0"))
+}
+
+// TestUpsertMovesPartition: changing model_name moves the worker, drops its blocks and
+// bookings, and leaves the old partition not ready.
+func TestUpsertMovesPartition(t *testing.T) {
+	e := newEngine(t, nil)
+	mustUpsert(t, e, spec(1))
+	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	_, err := e.SelectAndReserve(selReq("r", toks(0, 8)), t0)
+	noErr(t, err)
+
+	mustUpsert(t, e, spec(1, inModel("m2", DefaultName)))
+	_, err = e.Select(selReq("", toks(0, 8)), t0)
+	wantErr(t, err, ErrNotReady, "no schedulable workers for model=default routing_group=default")
+	wantErr(t, e.PrefillComplete("r"), ErrNotFound)
+	loads := e.Loads("", "")
+	if len(loads) != 1 || loads[0].ModelName != "m2" || loads[0].Loads[0].ActiveRequests != 0 {
+		t.Fatalf("loads after move: %+v", loads)
+	}
+	res, err := e.OverlapScores(&PromptQuery{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))})
+	noErr(t, err)
+	if res.Workers[0].DeviceBlocks != 0 {
+		t.Fatalf("moved worker kept its old partition's blocks: %+v", res.Workers)
+	}
+
+	// Becoming incomplete empties the catalog of schedulable workers.
+	rec, _ := e.UpsertWorker(spec(1, inModel("m2", DefaultName), func(s *WorkerSpec) { s.Endpoint = nil }))
+	if rec.Lifecycle != LifecycleIncomplete {
+		t.Fatalf("lifecycle %s", rec.Lifecycle)
+	}
+	_, err = e.Select(&SelectRequest{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))}, t0)
+	wantErr(t, err, ErrNotReady, "no schedulable workers are available")
+	if len(e.Loads("", "")) != 0 || len(e.DumpPartitionKeys()) != 0 {
+		t.Fatalf("empty partition survived")
+	}
+}
+
+// TestPatchWorker covers PATCH: 404, 422, supplied fields only, wholesale map replacement,
+// model_name not patchable, and a patch that completes an incomplete worker.
+func TestPatchWorker(t *testing.T) {
+	e := newEngine(t, nil)
+	_, err := e.PatchWorker(5, WorkerPatch{})
+	wantErr(t, err, ErrNotFound, "worker 5 not found")
+
+	rec, err := e.UpsertWorker(spec(1, func(s *WorkerSpec) {
+		s.Endpoint = nil
+		s.Taints = []string{"a", "b"}
+		s.TopologyDomains = map[string]string{"zone": "z1", "rack": "r1"}
+		s.TotalKVBlocks = ptr(uint64(10))
+	}))
+	noErr(t, err)
+	if rec.Lifecycle != LifecycleIncomplete {
+		t.Fatalf("lifecycle %s", rec.Lifecycle)
+	}
+	_, err = e.PatchWorker(1, WorkerPatch{KVTransferEnforcement: ptr("never")})
+	wantErr(t, err, ErrUnprocessable, "kv_transfer_enforcement")
+
+	rec, err = e.PatchWorker(1, WorkerPatch{
+		Endpoint:        ptr("http://w1:9000"),
+		ModelName:       ptr("other"),
+		Taints:          []string{"c"},
+		TopologyDomains: map[string]string{"zone": "z2"},
+	})
+	noErr(t, err)
+	if rec.Lifecycle != LifecycleSchedulable || rec.ModelName != DefaultName {
+		t.Fatalf("patched record: lifecycle %s model %s", rec.Lifecycle, rec.ModelName)
+	}
+	if !slices.Equal(rec.Taints, []string{"c"}) || len(rec.TopologyDomains) != 1 || rec.TopologyDomains["zone"] != "z2" {
+		t.Fatalf("maps not replaced wholesale: %q %v", rec.Taints, rec.TopologyDomains)
+	}
+	if rec.TotalKVBlocks == nil || *rec.TotalKVBlocks != 10 || *rec.BlockSize != 4 {
+		t.Fatalf("unsupplied fields changed: %+v", rec)
+	}
+	resp, err := e.Select(selReq("", toks(0, 4)), t0)
+	noErr(t, err)
+	if resp.Endpoint != "http://w1:9000" {
+		t.Fatalf("selection endpoint %q", resp.Endpoint)
+	}
+
+	// A patch that breaks the worker makes it incomplete again.
+	rec, err = e.PatchWorker(1, WorkerPatch{BlockSize: ptr(uint32(0))})
+	noErr(t, err)
+	if rec.Lifecycle != LifecycleIncomplete || rec.NotSchedulableReasons[0] != "block_size must be greater than 0" {
+		t.Fatalf("broken patch: %s %q", rec.Lifecycle, rec.NotSchedulableReasons)
+	}
+}
+
+// TestDeleteWorker: DELETE returns the final record as unschedulable, drops bookings, and a
+// second delete is a 404.
+func TestDeleteWorker(t *testing.T) {
+	e := newEngine(t, nil)
+	_, err := e.DeleteWorker(1)
+	wantErr(t, err, ErrNotFound, "worker 1 not found")
+
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(toks(0, 8))}, t0)
+	noErr(t, err)
+
+	rec, err := e.DeleteWorker(1)
+	noErr(t, err)
+	if rec.Lifecycle != LifecycleUnschedulable || rec.WorkerID != 1 {
+		t.Fatalf("final record %+v", rec)
+	}
+	if _, ok := e.Worker(1); ok {
+		t.Fatalf("deleted worker still in the catalog")
+	}
+	wantErr(t, e.Free("x"), ErrNotFound)
+	_, err = e.DeleteWorker(1)
+	wantErr(t, err, ErrNotFound)
+	// Re-registering starts from an empty view of the rank.
+	mustUpsert(t, e, spec(1))
+	res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(toks(0, 8))})
+	noErr(t, err)
+	for _, w := range res.Workers {
+		if w.DeviceBlocks != 0 {
+			t.Fatalf("re-registered worker inherited blocks: %+v", w)
+		}
+	}
+	if e.EventSources(1) == nil || e.EventSources(99) != nil {
+		t.Fatalf("EventSources: known worker has none or unknown worker has some")
+	}
+}
+
+// TestWorkersListing checks sorting by (model, group, id) and independent filters.
+func TestWorkersListing(t *testing.T) {
+	e := newEngine(t, nil)
+	regs := []struct {
+		id           uint64
+		model, group string
+	}{{5, "b", "x"}, {3, "a", "y"}, {9, "a", "x"}, {1, "b", "x"}, {2, "a", "x"}}
+	for _, r := range regs {
+		_, err := e.UpsertWorker(spec(r.id, inModel(r.model, r.group)))
+		noErr(t, err)
+	}
+	ids := func(recs []WorkerRecord) string {
+		var s []string
+		for _, r := range recs {
+			s = append(s, fmt.Sprintf("%s/%s/%d", r.ModelName, r.RoutingGroup, r.WorkerID))
+		}
+		return strings.Join(s, " ")
+	}
+	tests := []struct{ model, group, want string }{
+		{"", "", "a/x/2 a/x/9 a/y/3 b/x/1 b/x/5"},
+		{"a", "", "a/x/2 a/x/9 a/y/3"},
+		{"", "x", "a/x/2 a/x/9 b/x/1 b/x/5"},
+		{"b", "y", ""},
+		{"zzz", "", ""},
+	}
+	for _, tc := range tests {
+		if got := ids(e.Workers(tc.model, tc.group)); got != tc.want {
+			t.Errorf("Workers(%q,%q) = %q, want %q", tc.model, tc.group, got, tc.want)
+		}
+	}
+	if e.Workers("zzz", "") == nil {
+		t.Errorf("empty listing is nil, want an empty slice (JSON [])")
+	}
+}
+
+// TestEventSources lists one subscription per global rank, and none with KV events off.
+func TestEventSources(t *testing.T) {
+	e := newEngine(t, nil)
+	mustUpsert(t, e, spec(1, dp(2, 2)))
+	src := e.EventSources(1)
+	if len(src) != 2 || src[0].Owner != (Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
+		t.Fatalf("sources %+v", src)
+	}
+	a := newEngine(t, approxConfig())
+	mustUpsert(t, a, spec(1))
+	if s := a.EventSources(1); s != nil {
+		t.Fatalf("approximate mode lists sources %+v", s)
+	}
+}
