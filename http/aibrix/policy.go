@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -153,7 +155,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: the policy document is empty", ErrInvalidPolicy)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		return nil, fmt.Errorf("%w: %s%w", ErrInvalidPolicy, locateYAMLError(data, err), err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -169,6 +171,69 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// lineRE finds the "line N:" prefixes of yaml.v3 error messages.
+var lineRE = regexp.MustCompile(`line (\d+):`)
+
+// locateYAMLError turns the first line number of a yaml error into the path
+// of the field on that line ("requirements[0].values: "), so type errors
+// name the offending field and not only a line. It returns "" when unknown.
+func locateYAMLError(data []byte, err error) string {
+	m := lineRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	line, convErr := strconv.Atoi(m[1])
+	if convErr != nil {
+		return ""
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return ""
+	}
+	if path := yamlPathAtLine(&root, line, ""); path != "" {
+		return path + ": "
+	}
+	return ""
+}
+
+// yamlPathAtLine returns the path of the deepest key or element starting on
+// line, searching depth-first.
+func yamlPathAtLine(n *yaml.Node, line int, path string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p := yamlPathAtLine(c, line, path); p != "" {
+				return p
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := k.Value
+			if path != "" {
+				kp = path + "." + k.Value
+			}
+			if p := yamlPathAtLine(v, line, kp); p != "" {
+				return p
+			}
+			if k.Line == line {
+				return kp
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			if p := yamlPathAtLine(c, line, ip); p != "" {
+				return p
+			}
+			if c.Line == line {
+				return ip
+			}
+		}
+	}
+	return ""
 }
 
 func policyErr(field, format string, args ...any) error {
