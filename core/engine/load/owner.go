@@ -73,10 +73,9 @@ func (t *Tracker) AddOwner(o Owner) {
 	st.bookings = st.bookings[:0]
 	t.slots[o] = slot
 
-	at, _ := slices.BinarySearchFunc(t.order, o, func(s uint32, o Owner) int {
-		return t.owners[s].id.Compare(o)
-	})
+	at, _ := slices.BinarySearchFunc(t.ids, o, Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
+	t.ids = slices.Insert(t.ids, at, o)
 	t.renumber(at)
 }
 
@@ -101,6 +100,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 
 	at := int(t.ord[slot])
 	t.order = slices.Delete(t.order, at, at+1)
+	t.ids = slices.Delete(t.ids, at, at+1)
 	t.renumber(at)
 	delete(t.slots, o)
 	st.live, st.prefill, st.weight = false, 0, 0
@@ -138,8 +138,16 @@ func (t *Tracker) Load(o Owner) RankLoad {
 // (Worker, Rank), and returns the extended slice. It allocates only when dst
 // lacks capacity.
 func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
-	for _, slot := range t.order {
-		dst = append(dst, t.loadOf(slot))
+	n := len(dst)
+	dst = slices.Grow(dst, len(t.order))[:n+len(t.order)]
+	out := dst[n:]
+	for i, slot := range t.order {
+		st := &t.owners[slot]
+		d := &out[i] // fill in place: no temporary struct copies
+		d.Owner = t.ids[i]
+		d.ActivePrefillTokens = st.prefill
+		d.ActiveBlocks = roundBlocks(st.weight)
+		d.ActiveRequests = len(st.bookings)
 	}
 	return dst
 }

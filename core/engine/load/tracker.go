@@ -9,11 +9,13 @@ package load
 // except Booking.Hashes, which Add keeps.
 type Tracker struct {
 	// Owners. slots maps a known owner to its slot in owners; order lists
-	// the live slots sorted by Owner and ord[slot] is a slot's index in
-	// order. freeSlots are dead slots awaiting reuse.
+	// the live slots sorted by Owner, ids[i] is the Owner of order[i], and
+	// ord[slot] is a slot's index in order. freeSlots are dead slots
+	// awaiting reuse.
 	owners    []ownerState
 	slots     map[Owner]uint32
 	order     []uint32
+	ids       []Owner
 	ord       []uint32
 	freeSlots []uint32
 

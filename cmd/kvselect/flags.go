@@ -1,0 +1,149 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// options is the parsed command line.
+type options struct {
+	host string
+	port int
+
+	// Dynamo-compatible flags (dynamo-selector-spec §1.1).
+	threads                  int
+	indexerPeers             string
+	replicaSyncPort          int
+	replicaSyncPeers         string
+	sessionAffinityTTLSecs   float64
+	selectionCacheTTLSecs    float64
+	selectionCacheMaxEntries int
+	selectionCacheMaxBytes   int64
+	assumeKVReuse            bool
+	noAssumeKVReuse          bool
+	trackingHash             string
+	trackingKeyFile          string
+	trackingKeyID            string
+
+	// kvselect's own flags.
+	replicaID         string
+	cluster           string
+	natsURL           string
+	natsUser          string
+	natsPassword      string
+	natsToken         string
+	natsCreds         string
+	natsTLSCA         string
+	natsTLSCert       string
+	natsTLSKey        string
+	natsListen        string
+	natsClusterName   string
+	natsClusterListen string
+	natsClusterRoutes string
+	discoverPeers     bool
+	aibrixPath        string
+	aibrixTokenFile   string
+	aibrixPolicyFile  string
+	logLevel          string
+	logFormat         string
+	sweepInterval     time.Duration
+}
+
+// parseFlags parses args (without the program name).
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("kvselect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.host, "host", "0.0.0.0", "HTTP bind address")
+	fs.IntVar(&o.port, "port", 8092, "HTTP port")
+	fs.IntVar(&o.threads, "threads", 4, "accepted for Dynamo compatibility (event ingestion uses one goroutine per listener)")
+	fs.StringVar(&o.indexerPeers, "indexer-peers", "", "comma-separated HTTP base URLs to recover the KV index from at startup (GET <url>/dump)")
+	fs.IntVar(&o.replicaSyncPort, "replica-sync-port", 0, "Dynamo compatibility: when set and --replica-id is not, the replica id becomes tcp://<host>:<port>")
+	fs.StringVar(&o.replicaSyncPeers, "replica-sync-peers", "", "comma-separated replica ids whose lifecycle events this replica applies")
+	fs.Float64Var(&o.sessionAffinityTTLSecs, "session-affinity-ttl-secs", 0, "session stickiness idle TTL in seconds (0 = off)")
+	fs.Float64Var(&o.selectionCacheTTLSecs, "selection-cache-ttl-secs", 120, "lifetime of an unclaimed pending selection")
+	fs.IntVar(&o.selectionCacheMaxEntries, "selection-cache-max-entries", 4096, "maximum resident pending selections")
+	fs.Int64Var(&o.selectionCacheMaxBytes, "selection-cache-max-bytes", 256<<20, "approximate byte budget of pending selections")
+	fs.BoolVar(&o.assumeKVReuse, "router-assume-kv-reuse", false, "override router_assume_kv_reuse to true")
+	fs.BoolVar(&o.noAssumeKVReuse, "no-router-assume-kv-reuse", false, "override router_assume_kv_reuse to false")
+	fs.StringVar(&o.trackingHash, "router-tracking-hash", "", "public-xxh3-v1 (default) or keyed-xxh3-v1")
+	fs.StringVar(&o.trackingKeyFile, "router-tracking-key-file", "", "path to the 32-byte provider key (keyed-xxh3-v1)")
+	fs.StringVar(&o.trackingKeyID, "router-tracking-key-id", "", "provider key epoch id (keyed-xxh3-v1)")
+
+	fs.StringVar(&o.replicaID, "replica-id", "", "this replica's id on the bus (default: tcp://<hostname>:<port>)")
+	fs.StringVar(&o.cluster, "cluster", "default", "selector cluster name: the NATS subject namespace shared by replicas")
+	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS servers (comma-separated); empty runs an embedded server")
+	fs.StringVar(&o.natsUser, "nats-user", "", "NATS user")
+	fs.StringVar(&o.natsPassword, "nats-password", "", "NATS password")
+	fs.StringVar(&o.natsToken, "nats-token", "", "NATS token")
+	fs.StringVar(&o.natsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&o.natsTLSCA, "nats-tls-ca", "", "CA file to verify NATS servers")
+	fs.StringVar(&o.natsTLSCert, "nats-tls-cert", "", "client certificate for NATS")
+	fs.StringVar(&o.natsTLSKey, "nats-tls-key", "", "client key for NATS")
+	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded NATS: host:port for other replicas to connect to (default: no client port)")
+	fs.StringVar(&o.natsClusterName, "nats-cluster-name", "kvselect", "embedded NATS cluster name")
+	fs.StringVar(&o.natsClusterListen, "nats-cluster-listen", "", "embedded NATS: host:port for cluster routes")
+	fs.StringVar(&o.natsClusterRoutes, "nats-cluster-routes", "", "embedded NATS: comma-separated seed routes nats://host:port")
+	fs.BoolVar(&o.discoverPeers, "discover-peers", false, "treat every live replica seen on the bus as a peer")
+	fs.StringVar(&o.aibrixPath, "aibrix-path", "/v1alpha1/select", "path of the AIBrix external-routing decision endpoint")
+	fs.StringVar(&o.aibrixTokenFile, "aibrix-auth-token-file", "", "bearer tokens accepted by the AIBrix endpoint (one per line)")
+	fs.StringVar(&o.aibrixPolicyFile, "aibrix-policy-file", "", "AIBrix operator policy (YAML or JSON)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.assumeKVReuse && o.noAssumeKVReuse {
+		return nil, fmt.Errorf("--router-assume-kv-reuse and --no-router-assume-kv-reuse are mutually exclusive")
+	}
+	if o.port < 0 || o.port > 65535 {
+		return nil, fmt.Errorf("--port must be between 0 and 65535")
+	}
+	if o.replicaSyncPort < 0 || o.replicaSyncPort > 65535 {
+		return nil, fmt.Errorf("--replica-sync-port must be between 1 and 65535")
+	}
+	return o, nil
+}
+
+// applyFlags overlays the Dynamo CLI overrides on the environment's router configuration.
+func (o *options) applyFlags(c *engine.Config) {
+	if o.assumeKVReuse {
+		c.AssumeKVReuse = true
+	}
+	if o.noAssumeKVReuse {
+		c.AssumeKVReuse = false
+	}
+	if o.trackingHash != "" {
+		c.TrackingHash = o.trackingHash
+	}
+	if o.trackingKeyFile != "" {
+		c.TrackingKeyFile = o.trackingKeyFile
+	}
+	if o.trackingKeyID != "" {
+		c.TrackingKeyID = o.trackingKeyID
+	}
+	c.SelectionCacheTTL = time.Duration(o.selectionCacheTTLSecs * float64(time.Second))
+	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
+	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
+	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+// Command kvselect runs the KV-cache-aware worker selector: Dynamo's standalone selection-service
+// HTTP API, the AIBrix external-routing decision endpoint, KV-event ingestion over ZeroMQ and
+// replica synchronisation over NATS (an embedded server unless --nats-url is given).
+//
+// Usage:
+//
+//	kvselect --port 8092                      # single node, embedded NATS
+//	kvselect aibrix-check --url URL           # AIBrix conformance checker
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/http/api"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok {
+			os.Exit(sub(os.Args[2:], os.Stdout, os.Stderr))
+		}
+	}
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "kvselect:", err)
+		os.Exit(1)
+	}
+}
+
+// subcommands maps a first argument to a tool that shares the binary.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{}
+
+// run starts the service and blocks until SIGINT/SIGTERM.
+func run(args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := core.ConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	o.applyFlags(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	replicaID := o.replicaID
+	if replicaID == "" {
+		host, _ := os.Hostname()
+		port := o.replicaSyncPort
+		if port == 0 {
+			port = o.port
+		}
+		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port))
+	}
+
+	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
+	var emb *bus.Embedded
+	connCfg := bus.ConnConfig{
+		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
+		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
+		NoEcho: true, Logger: log.With("component", "nats"),
+	}
+	if o.natsURL == "" {
+		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log.With("component", "nats-server")}
+		if o.natsClusterListen != "" {
+			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
+		}
+		emb, err = bus.StartEmbedded(eo)
+		if err != nil {
+			return fmt.Errorf("embedded NATS: %w", err)
+		}
+		defer func() { _ = emb.Shutdown() }()
+		connCfg.Embedded = emb
+	}
+	nc, err := bus.Connect(connCfg)
+	if err != nil {
+		return fmt.Errorf("NATS: %w", err)
+	}
+	defer nc.Close()
+
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval})
+	if err != nil {
+		return err
+	}
+	svc.EnableKVEvents()
+	svc.OpenGate()
+	svc.Start()
+	defer func() { _ = svc.Close() }()
+
+	handler := api.New(svc, api.Options{Logger: log})
+	srv := &http.Server{
+		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return err
+	}
+	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
+		"use_kv_events", cfg.UseKVEvents)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-errc:
+		return err
+	}
+	_ = svc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+// newLogger builds the process logger from --log-level and --log-format.
+func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", o.logFormat)
+}

@@ -1,0 +1,48 @@
+package core
+
+import (
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// The service speaks the engine's request and response types; these aliases let embedders use
+// them without importing the engine package.
+type (
+	WorkerSpec          = engine.WorkerSpec
+	WorkerPatch         = engine.WorkerPatch
+	WorkerRecord        = engine.WorkerRecord
+	ListenerStatus      = engine.ListenerStatus
+	Prompt              = engine.Prompt
+	SelectRequest       = engine.SelectRequest
+	SelectResponse      = engine.SelectResponse
+	ReservationRequest  = engine.ReservationRequest
+	ReservationResponse = engine.ReservationResponse
+	PromptQuery         = engine.PromptQuery
+	PartitionLoads      = engine.PartitionLoads
+	PotentialLoad       = engine.PotentialLoad
+	OverlapScores       = engine.OverlapScores
+	PartitionKey        = engine.PartitionKey
+	Owner               = engine.Owner
+	ReplicaEvent        = engine.ReplicaEvent
+	QueueRejection      = engine.QueueRejection
+	EngineConfig        = engine.Config
+)
+
+// Sentinel errors. Every error a Service method returns wraps exactly one of them; match with
+// errors.Is. The HTTP layer maps them to status codes in one table.
+var (
+	ErrBadRequest    = engine.ErrBadRequest    // 400
+	ErrUnprocessable = engine.ErrUnprocessable // 422
+	ErrNotFound      = engine.ErrNotFound      // 404
+	ErrConflict      = engine.ErrConflict      // 409
+	ErrNotReady      = engine.ErrNotReady      // 503
+	ErrNoEndpoints   = engine.ErrNoEndpoints   // 503
+	ErrOverloaded    = engine.ErrOverloaded    // 429
+	ErrInternal      = engine.ErrInternal      // 500
+)
+
+// Readiness is the body of GET /ready.
+type Readiness struct {
+	Ready              bool           `json:"ready"`
+	SchedulableWorkers int            `json:"schedulable_workers"`
+	Workers            []WorkerRecord `json:"workers"`
+}

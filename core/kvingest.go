@@ -1,0 +1,233 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/bus/kvlisten"
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// kvIngest owns the KV-event listeners: one ZMQ SUB per (worker, global DP rank), reconciled
+// against the catalog after every worker change. A rank whose event and replay endpoints are
+// unchanged keeps its listener (and so its sequence watermark); a changed rank gets a fresh one.
+//
+// Concurrency: mu guards the listener map. It is never held while taking Service.mu, and
+// listener handlers take only Service.mu, so there is no lock-order cycle.
+type kvIngest struct {
+	svc  *Service
+	gate chan struct{} // closed once startup recovery has been submitted
+	mu   sync.Mutex
+	subs map[engine.Owner]*rankListener
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// rankListener is one rank's listener and its decoding state.
+type rankListener struct {
+	src engine.EventSource
+	l   *kvlisten.Listener
+	dec *kvevents.Decoder // used only by the listener's handler goroutine
+	b   kvevents.Batch
+	evs []engine.KVEvent
+	svc *Service
+}
+
+// EnableKVEvents starts KV-event ingestion: from now on every schedulable worker's ranks get
+// listeners. Batches are received at once but applied only after OpenGate (startup recovery
+// must be submitted first). It is a no-op when use_kv_events is false.
+func (s *Service) EnableKVEvents() {
+	if !s.cfg.Engine.UseKVEvents {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kv := &kvIngest{svc: s, gate: make(chan struct{}), subs: make(map[engine.Owner]*rankListener), ctx: ctx, stop: cancel}
+	s.mu.Lock()
+	s.kv = kv
+	ids := make([]uint64, 0)
+	for _, r := range s.eng.Workers("", "") {
+		ids = append(ids, r.WorkerID)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.reconcileListeners(id)
+	}
+}
+
+// OpenGate lets listeners apply the batches they buffered; call it once startup recovery has
+// been submitted to the engine.
+func (s *Service) OpenGate() {
+	s.mu.Lock()
+	kv := s.kv
+	s.mu.Unlock()
+	if kv != nil {
+		select {
+		case <-kv.gate:
+		default:
+			close(kv.gate)
+		}
+	}
+}
+
+// reconcileListeners makes worker id's listeners match its catalog record.
+func (s *Service) reconcileListeners(id uint64) {
+	s.mu.Lock()
+	kv := s.kv
+	var want []engine.EventSource
+	if kv != nil {
+		want = s.eng.EventSources(id)
+	}
+	s.mu.Unlock()
+	if kv == nil {
+		return
+	}
+	kv.reconcile(id, want)
+}
+
+func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	keep := make(map[engine.Owner]bool, len(want))
+	for _, src := range want {
+		keep[src.Owner] = true
+		if cur := kv.subs[src.Owner]; cur != nil {
+			if cur.src.Endpoint == src.Endpoint && cur.src.ReplayEndpoint == src.ReplayEndpoint {
+				cur.src = src // partition shape may change; the listener and watermark stay
+				continue
+			}
+			_ = cur.l.Close()
+			delete(kv.subs, src.Owner)
+		}
+		rl := &rankListener{src: src, dec: kvevents.NewDecoder(), svc: kv.svc}
+		l, err := kvlisten.Start(kv.ctx, kvlisten.Config{
+			Endpoint: src.Endpoint, ReplayEndpoint: src.ReplayEndpoint, Handler: rl,
+			Logger: kv.svc.log.With("worker_id", src.Owner.Worker, "dp_rank", src.Owner.Rank),
+			Gate:   kv.gate,
+		})
+		if err != nil {
+			// Endpoints were validated by the engine; this is a listener construction failure.
+			kv.svc.log.Error("cannot start KV-event listener", "worker_id", src.Owner.Worker, "dp_rank", src.Owner.Rank, "err", err)
+			continue
+		}
+		rl.l = l
+		kv.subs[src.Owner] = rl
+	}
+	for o, rl := range kv.subs {
+		if o.Worker == id && !keep[o] {
+			_ = rl.l.Close()
+			delete(kv.subs, o)
+		}
+	}
+}
+
+// status reports the listeners of one worker, keyed by decimal rank.
+func (kv *kvIngest) status(id uint64) map[string]ListenerStatus {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	var out map[string]ListenerStatus
+	for o, rl := range kv.subs {
+		if o.Worker != id {
+			continue
+		}
+		st := rl.l.State()
+		ls := ListenerStatus{Endpoint: rl.src.Endpoint, Status: st.Status.String(), LastError: st.LastError}
+		if st.HasWatermark {
+			w := st.Watermark
+			ls.Watermark = &w
+		}
+		if out == nil {
+			out = make(map[string]ListenerStatus)
+		}
+		out[strconv.FormatUint(uint64(o.Rank), 10)] = ls
+	}
+	return out
+}
+
+func (kv *kvIngest) close() {
+	kv.stop()
+	kv.mu.Lock()
+	subs := kv.subs
+	kv.subs = map[engine.Owner]*rankListener{}
+	kv.mu.Unlock()
+	for _, rl := range subs {
+		_ = rl.l.Close()
+	}
+}
+
+// withListeners adds listener state to a catalog record.
+func (s *Service) withListeners(rec WorkerRecord) WorkerRecord {
+	s.mu.Lock()
+	kv := s.kv
+	s.mu.Unlock()
+	if kv != nil {
+		rec.Listeners = kv.status(rec.WorkerID)
+	}
+	return rec
+}
+
+// Apply decodes one batch and applies it to the engine (called from the listener's goroutine).
+// A decoding failure is returned so the listener does not advance its watermark.
+func (rl *rankListener) Apply(_ uint64, payload []byte, _ bool) error {
+	if err := rl.dec.Decode(payload, &rl.b); err != nil {
+		return err
+	}
+	owner := rl.src.Owner
+	if rl.b.HasDPRank && rl.b.DPRank >= 0 {
+		owner.Rank = uint32(rl.b.DPRank)
+	}
+	rl.evs = translate(rl.evs[:0], rl.b.Events)
+	rl.svc.ApplyKVEvents(owner, rl.evs)
+	return nil
+}
+
+// Restarted drops the rank's stale ownership when its publisher restarted.
+func (rl *rankListener) Restarted(prev, seq uint64) {
+	rl.svc.log.Info("KV-event publisher restarted; dropping its stale blocks",
+		"worker_id", rl.src.Owner.Worker, "dp_rank", rl.src.Owner.Rank, "previous_seq", prev, "seq", seq)
+	rl.svc.ClearRankBlocks(rl.src.Owner)
+}
+
+// translate converts decoded wire events into engine events, dropping those the indexer must
+// ignore (non-main attention groups). The result aliases the batch's storage.
+func translate(dst []engine.KVEvent, evs []kvevents.Event) []engine.KVEvent {
+	for i := range evs {
+		ev := &evs[i]
+		if !ev.Indexable() {
+			continue
+		}
+		out := engine.KVEvent{Tier: engine.Tier(ev.Medium)}
+		switch ev.Kind {
+		case kvevents.KindBlockStored:
+			out.Kind = engine.KVStored
+			out.BlockHashes, out.Parent, out.HasParent = ev.BlockHashes, ev.Parent, ev.HasParent
+			out.TokenIDs, out.BlockSize, out.Eagle = ev.TokenIDs, ev.BlockSize, ev.Eagle
+			out.LoraName, out.CacheSalt, out.MMHashes = ev.LoraName, ev.CacheSalt, ev.MMHashes
+		case kvevents.KindBlockRemoved:
+			out.Kind = engine.KVRemoved
+			out.BlockHashes = ev.BlockHashes
+		case kvevents.KindAllBlocksCleared:
+			out.Kind = engine.KVCleared
+		default:
+			continue
+		}
+		dst = append(dst, out)
+	}
+	return dst
+}
+
+// ApplyKVEvents applies one rank's batch of KV events (the listeners' entry point; embedders
+// with their own event transport may call it directly).
+func (s *Service) ApplyKVEvents(o engine.Owner, evs []engine.KVEvent) engine.KVApplyStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.ApplyKVEvents(o, evs)
+}
+
+// ClearRankBlocks drops every indexed block of one rank.
+func (s *Service) ClearRankBlocks(o engine.Owner) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eng.ClearOwnerBlocks(o)
+}

@@ -1,0 +1,425 @@
+package core
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Engine is the router configuration (Dynamo's KvRouterConfig). Start from
+	// engine.DefaultConfig or ConfigFromEnv.
+	Engine engine.Config
+	// ReplicaID names this replica on the bus (a Dynamo-style "tcp://host:port" is fine).
+	ReplicaID string
+	// SweepInterval is how often expired bookings, approximate-index entries and stale pending
+	// selections are reclaimed (default 10 s).
+	SweepInterval time.Duration
+	// Logger receives the service's logs (default: discard).
+	Logger *slog.Logger
+	// Clock returns the current time (default time.Now). Tests inject a fake clock.
+	Clock func() time.Time
+	// Seed seeds the engine's random source; 0 draws a seed from crypto/rand.
+	Seed uint64
+}
+
+// Replicator publishes this replica's lifecycle events to its peers and manages the peer set.
+// Implementations must not block in Publish (queue and drop when full).
+type Replicator interface {
+	Publish(ev *engine.ReplicaEvent)
+	AddPeer(id string) (added bool)
+	RemovePeer(id string) (removed bool)
+	Peers() []string
+}
+
+// Service is the embeddable selection service: it owns the engine behind one mutex, runs the
+// expiry sweep, feeds KV events from worker listeners into the engine, and exchanges lifecycle
+// events with peer replicas. Every method is safe for concurrent use.
+//
+// Lock order: Service.mu is the only lock that guards engine state. Listener and replicator
+// goroutines take it only to apply events; they never hold their own locks while taking it.
+type Service struct {
+	mu      sync.Mutex
+	eng     *engine.Engine
+	closing bool
+	effects []engine.ReplicaEvent // scratch for draining engine effects (guarded by mu)
+
+	cfg   Config
+	log   *slog.Logger
+	clock func() time.Time
+	repl  Replicator // nil: replica sync disabled
+	kv    *kvIngest  // nil: KV events off or not started
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Option customises a Service at construction.
+type Option func(*Service)
+
+// WithReplicator enables replica synchronisation through r.
+func WithReplicator(r Replicator) Option { return func(s *Service) { s.repl = r } }
+
+// New builds a Service. It validates the configuration (reading the tracking key file when
+// keyed tracking hashes are configured) but starts nothing: call Start.
+func New(cfg Config, opts ...Option) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 10 * time.Second
+	}
+	if cfg.Seed == 0 {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("core: seeding random source: %w", err)
+		}
+		cfg.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	var key []byte
+	if cfg.Engine.TrackingHash == engine.TrackingKeyed && cfg.Engine.TrackingKeyFile != "" {
+		b, err := os.ReadFile(cfg.Engine.TrackingKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("invalid KV router configuration: router_tracking_key_file: %w", err)
+		}
+		key = b
+	}
+	eng, err := engine.New(cfg.Engine, engine.Options{
+		Rand:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		TrackingKey: key,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Engine.ApproximateLRUFallbackWarn {
+		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
+	}
+	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// NewLocal returns an unsynchronised service for tests and local-only use: no replica sync, no
+// KV-event listeners, no background sweep (call Sweep yourself).
+func NewLocal(cfg engine.Config, seed uint64) (*Service, error) {
+	return New(Config{Engine: cfg, Seed: seed})
+}
+
+// Start launches the background work: the expiry sweep and, with KV events on, the listener
+// manager. Startup index recovery (when configured) must run before Start.
+func (s *Service) Start() {
+	s.wg.Add(1)
+	go s.sweepLoop()
+}
+
+// Close stops background work and marks the service as shutting down: later selections get
+// 503. It is safe to call more than once.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	kv := s.kv
+	s.mu.Unlock()
+	close(s.stop)
+	if kv != nil {
+		kv.close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Service) sweepLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if n := s.Sweep(); n > 0 {
+				s.log.Info("expired stale bookings", "count", n)
+			}
+		}
+	}
+}
+
+// Sweep reclaims expired bookings, approximate-index entries and pending selections now.
+func (s *Service) Sweep() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.eng.Sweep(s.clock())
+	s.flushLocked()
+	return n
+}
+
+// flushLocked hands the engine's replica events to the replicator. Called with mu held; the
+// replicator's Publish never blocks.
+func (s *Service) flushLocked() {
+	s.effects = s.eng.TakeEffects(s.effects[:0])
+	if s.repl != nil {
+		for i := range s.effects {
+			s.repl.Publish(&s.effects[i])
+		}
+	}
+	clear(s.effects)
+}
+
+// errShuttingDown is returned by selections after Close.
+var errShuttingDown = &engine.Error{Kind: engine.ErrNotReady, Msg: "selection service is shutting down"}
+
+// ErrReplicaSyncDisabled is returned by peer management when no replicator is configured.
+var ErrReplicaSyncDisabled = &engine.Error{Kind: engine.ErrConflict, Msg: "replica sync is disabled"}
+
+// errPeerNotFound is returned when deregistering an unknown peer.
+var errPeerNotFound = &engine.Error{Kind: engine.ErrNotFound, Msg: "peer not found"}
+
+// Engine-facing calls follow one pattern: lock, call, flush effects, unlock.
+
+// UpsertWorker registers or replaces a worker (POST /workers).
+func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return WorkerRecord{}, errShuttingDown
+	}
+	rec, err := s.eng.UpsertWorker(spec)
+	s.flushLocked()
+	s.mu.Unlock()
+	if err == nil {
+		s.reconcileListeners(rec.WorkerID)
+		rec = s.withListeners(rec)
+	}
+	return rec, err
+}
+
+// PatchWorker updates supplied fields of a worker (PATCH /workers/{id}).
+func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error) {
+	s.mu.Lock()
+	rec, err := s.eng.PatchWorker(id, patch)
+	s.flushLocked()
+	s.mu.Unlock()
+	if err == nil {
+		s.reconcileListeners(id)
+		rec = s.withListeners(rec)
+	}
+	return rec, err
+}
+
+// DeleteWorker removes a worker (DELETE /workers/{id}).
+func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
+	s.mu.Lock()
+	rec, err := s.eng.DeleteWorker(id)
+	s.flushLocked()
+	s.mu.Unlock()
+	if err == nil {
+		s.reconcileListeners(id)
+	}
+	return rec, err
+}
+
+// Workers lists catalog records (GET /workers); empty filters match all.
+func (s *Service) Workers(model, group string) []WorkerRecord {
+	s.mu.Lock()
+	recs := s.eng.Workers(model, group)
+	s.mu.Unlock()
+	for i := range recs {
+		recs[i] = s.withListeners(recs[i])
+	}
+	return recs
+}
+
+// Ready reports readiness (GET /ready): ready when not shutting down and at least one worker is
+// schedulable.
+func (s *Service) Ready() Readiness {
+	s.mu.Lock()
+	n := s.eng.SchedulableCount()
+	closing := s.closing
+	s.mu.Unlock()
+	recs := s.Workers("", "")
+	return Readiness{Ready: !closing && n > 0, SchedulableWorkers: n, Workers: recs}
+}
+
+// Select picks a worker without booking (POST /select).
+func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errShuttingDown
+	}
+	return s.eng.Select(req, s.clock())
+}
+
+// SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
+func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errShuttingDown
+	}
+	resp, err := s.eng.SelectAndReserve(req, s.clock())
+	s.flushLocked()
+	return resp, err
+}
+
+// Reserve books after a /select (POST /reservations).
+func (s *Service) Reserve(req *ReservationRequest) (*ReservationResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errShuttingDown
+	}
+	resp, err := s.eng.Reserve(req, s.clock())
+	s.flushLocked()
+	return resp, err
+}
+
+// PrefillComplete clears a booking's prefill load (replicated).
+func (s *Service) PrefillComplete(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.eng.PrefillComplete(id)
+	s.flushLocked()
+	return err
+}
+
+// OutputBlock records one output block of a booking (local only).
+func (s *Service) OutputBlock(id string, decayFraction *float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.OutputBlock(id, decayFraction)
+}
+
+// Free releases a booking (replicated).
+func (s *Service) Free(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.eng.Free(id)
+	s.flushLocked()
+	return err
+}
+
+// Loads returns active load per partition (GET /loads).
+func (s *Service) Loads(model, group string) []PartitionLoads {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.Loads(model, group)
+}
+
+// PotentialLoads projects a prompt onto every rank (POST /potential_loads).
+func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.PotentialLoads(q)
+}
+
+// OverlapScores returns tiered overlap rows for a prompt (POST /overlap_scores).
+func (s *Service) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.OverlapScores(q)
+}
+
+// Dump writes the index in Dynamo's recovery format (GET /dump). Each partition is encoded under
+// the lock and written outside it, so a slow reader never stalls selections for longer than one
+// partition's encoding.
+func (s *Service) Dump(w io.Writer) error {
+	s.mu.Lock()
+	keys := s.eng.DumpPartitionKeys()
+	s.mu.Unlock()
+	if _, err := io.WriteString(w, "{"); err != nil {
+		return err
+	}
+	var buf []byte
+	first := true
+	for _, k := range keys {
+		s.mu.Lock()
+		events, bs, _, ok := s.eng.DumpPartition(k, buf[:0])
+		s.mu.Unlock()
+		if !ok {
+			continue
+		}
+		buf = events
+		head := fmt.Appendf(nil, "%s%s:{\"block_size\":%d,\"events\":", sep(first), jsonString(k.DumpKey()), bs)
+		first = false
+		if _, err := w.Write(head); err != nil {
+			return err
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "}"); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "}")
+	return err
+}
+
+func sep(first bool) string {
+	if first {
+		return ""
+	}
+	return ","
+}
+
+// RegisterPeer adds a replica-sync peer; added is false when it was already present.
+func (s *Service) RegisterPeer(id string) (added bool, err error) {
+	if s.repl == nil {
+		return false, ErrReplicaSyncDisabled
+	}
+	if id == "" {
+		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: "endpoint must not be empty"}
+	}
+	return s.repl.AddPeer(id), nil
+}
+
+// DeregisterPeer removes a replica-sync peer (404 when absent).
+func (s *Service) DeregisterPeer(id string) error {
+	if s.repl == nil {
+		return ErrReplicaSyncDisabled
+	}
+	if !s.repl.RemovePeer(id) {
+		return errPeerNotFound
+	}
+	return nil
+}
+
+// Peers lists the configured replica-sync peers, sorted ([] when disabled).
+func (s *Service) Peers() []string {
+	if s.repl == nil {
+		return []string{}
+	}
+	return s.repl.Peers()
+}
+
+// ApplyReplica mirrors a peer's lifecycle event (called by the replicator's inbound goroutine).
+func (s *Service) ApplyReplica(ev *engine.ReplicaEvent) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.ApplyReplica(ev, s.clock())
+}
+
+// IsShuttingDown reports whether Close has been called.
+func (s *Service) IsShuttingDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}

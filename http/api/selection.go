@@ -1,0 +1,98 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kvselect/kvselect/core"
+)
+
+// policyClassHeader selects a router-queue policy class (trimmed; empty ignored).
+const policyClassHeader = "x-dynamo-meta-policy-class"
+
+func (h *handlers) decodeSelect(w http.ResponseWriter, r *http.Request) (*core.SelectRequest, bool) {
+	var req core.SelectRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	req.PolicyClass = strings.TrimSpace(r.Header.Get(policyClassHeader))
+	return &req, true
+}
+
+func (h *handlers) selectWorker(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	req, ok := h.decodeSelect(w, r)
+	if !ok {
+		return
+	}
+	resp, err := h.svc.Select(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handlers) selectAndReserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	req, ok := h.decodeSelect(w, r)
+	if !ok {
+		return
+	}
+	req.Advisory = false // select_and_reserve always books
+	resp, err := h.svc.SelectAndReserve(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req core.ReservationRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := h.svc.Reserve(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *handlers) prefillComplete(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	if err := h.svc.PrefillComplete(ps.ByName("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, okBody)
+}
+
+// outputBlockRequest is the body of POST /reservations/{id}/output_block ({} is fine).
+type outputBlockRequest struct {
+	DecayFraction *float64 `json:"decay_fraction"`
+}
+
+func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var req outputBlockRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := h.svc.OutputBlock(ps.ByName("id"), req.DecayFraction); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, okBody)
+}
+
+func (h *handlers) free(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	if err := h.svc.Free(ps.ByName("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, okBody)
+}
