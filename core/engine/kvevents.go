@@ -34,6 +34,10 @@ type KVEvent struct {
 	LoraName    string
 	CacheSalt   string
 	MMHashes    [][]uint64 // per stored block; nil when none
+	// LocalHashes, when set for KVStored, are the blocks' local (token-content) hashes computed
+	// by the source itself — a simulator or a recovery stream that already speaks the index's
+	// hash. TokenIDs are then ignored; len(LocalHashes) must equal len(BlockHashes).
+	LocalHashes []uint64
 }
 
 // KVApplyStats counts what ApplyKVEvents did.
@@ -102,6 +106,19 @@ func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStat
 		st.SizeMismatches += len(ev.BlockHashes)
 		return
 	}
+	if ev.LocalHashes != nil {
+		if len(ev.LocalHashes) != len(ev.BlockHashes) {
+			st.Dropped++
+			return
+		}
+		blocks := e.scratch.stored[:0]
+		for i, ext := range ev.BlockHashes {
+			blocks = append(blocks, radix.StoredBlock{External: ext, Local: ev.LocalHashes[i]})
+		}
+		e.scratch.stored = blocks
+		e.storeBlocks(p, o, ev, blocks, st)
+		return
+	}
 	bs := int(p.blockSize)
 	window := bs
 	if ev.Eagle {
@@ -122,6 +139,11 @@ func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStat
 		blocks = append(blocks, radix.StoredBlock{External: ext, Local: kvhash.BlockHash(ev.TokenIDs[lo:lo+window], seed, mm)})
 	}
 	e.scratch.stored = blocks
+	e.storeBlocks(p, o, ev, blocks, st)
+}
+
+// storeBlocks stores one chain in the index and counts the outcome.
+func (e *Engine) storeBlocks(p *partition, o Owner, ev *KVEvent, blocks []radix.StoredBlock, st *KVApplyStats) {
 	if len(blocks) == 0 {
 		return
 	}
