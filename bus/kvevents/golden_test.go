@@ -13,8 +13,8 @@ import (
 // python3-msgpack 1.0.3 (whose defaults match msgspec, §6.1) from the
 // literal Python values noted next to each.
 const (
-	hTok   = "94 ce0002505c cd0368 ccc6 cd2368"   // [151644, 872, 198, 9064]
-	hHash  = "91 cf dab89baa7b5857c0"             // [15760518052499183552]
+	hTok   = "94 ce0002505c cd0368 ccc6 cd2368"  // [151644, 872, 198, 9064]
+	hHash  = "91 cf dab89baa7b5857c0"            // [15760518052499183552]
 	hBatch = "93 cb 41 d9 54 fc 40 20 00 00 91 " // [1700000000.5, [<event>], ...
 )
 
