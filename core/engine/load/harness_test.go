@@ -65,10 +65,31 @@ type harness struct {
 	workers int // owner pool: workers × 2 ranks
 	ids     int // id pool size
 	steps   int
+	onQuery func(m *PrefixMatch) // optional: sees every ActivePrefix answer
+	system  bool                 // most prompts start with the same block
+	mix     opMix
 }
 
 func newHarness(c chooser) *harness {
-	return &harness{c: c, t: NewTracker(), ref: newRef(), workers: 3, ids: 16}
+	return &harness{c: c, t: NewTracker(), ref: newRef(), workers: 3, ids: 16, mix: defaultMix}
+}
+
+// opMix weighs the operations the harness draws, in percent: AddOwner,
+// RemoveOwner, Add, PrefillComplete, OutputBlock, Free; Expire takes the
+// rest.
+type opMix [6]int
+
+var (
+	defaultMix = opMix{6, 3, 36, 10, 20, 20}
+	// wideMix keeps many bookings live: few frees, owner removals, expiries.
+	wideMix = opMix{2, 1, 50, 10, 20, 16}
+)
+
+// newWideHarness has 48 owners, 160 ids and a common first block, so that
+// prompts are often live
+// on denseMin owners or more and ActivePrefix takes its dense path.
+func newWideHarness(c chooser) *harness {
+	return &harness{c: c, t: NewTracker(), ref: newRef(), workers: 24, ids: 160, system: true, mix: wideMix}
 }
 
 func (h *harness) owner() Owner {
@@ -85,6 +106,9 @@ func (h *harness) prompt() []uint64 {
 	for i := range blocks {
 		blocks[i] = uint64(h.c.intn(3))
 	}
+	if h.system && n > 0 && h.c.intn(8) != 0 {
+		blocks[0] = 0
+	}
 	return chain(blocks)
 }
 
@@ -95,30 +119,34 @@ var fractions = []float64{0, 0.25, 0.5, 0.1, 0.3, 1, 0.333, -0.5, 1.5, math.NaN(
 func (h *harness) step() error {
 	h.steps++
 	var err error
-	switch op := h.c.intn(100); {
-	case op < 6:
+	op, mx := h.c.intn(100), h.mix
+	for i := 1; i < len(mx); i++ {
+		mx[i] += mx[i-1] // cumulative thresholds
+	}
+	switch {
+	case op < mx[0]:
 		o := h.owner()
 		h.t.AddOwner(o)
 		h.ref.addOwner(o)
-	case op < 9:
+	case op < mx[1]:
 		o := h.owner()
 		got, want := h.t.RemoveOwner(o), h.ref.removeOwner(o)
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("RemoveOwner(%v) = %v, reference %v", o, got, want)
 		}
-	case op < 45:
+	case op < mx[2]:
 		prefill := []uint64{0, 4, 100, math.MaxUint64/2 + 1}[h.c.intn(4)]
 		b := Booking{ID: h.id(), Owner: h.owner(), Hashes: h.prompt(), PrefillTokens: prefill,
 			ExpectedOutputTokens: uint32(h.c.intn(100)), AdmittedAt: int64(h.c.intn(100))}
 		err = sameErr(h.t.Add(b), h.ref.add(b))
-	case op < 55:
+	case op < mx[3]:
 		id := h.id()
 		err = sameErr(h.t.PrefillComplete(id), h.ref.prefillComplete(id))
-	case op < 75:
+	case op < mx[4]:
 		id := h.id()
 		f, has := fractions[h.c.intn(len(fractions))], h.c.intn(2) == 0
 		err = sameErr(h.t.OutputBlock(id, uint64(h.steps), f, has), h.ref.outputBlock(id, f, has))
-	case op < 95:
+	case op < mx[5]:
 		id := h.id()
 		err = sameErr(h.t.Free(id), h.ref.free(id))
 	default:
@@ -164,13 +192,25 @@ func (h *harness) compare() error {
 			return fmt.Errorf("Lookup(%q) = %v %v, reference %v", id, o, ok, b)
 		}
 	}
-	// Queries: every live prompt, its prefixes' extensions, and a fresh one.
+	// Queries: a fresh prompt and up to 12 live prompts (all of them when
+	// few are live), picked deterministically.
 	queries := [][]uint64{h.prompt()}
-	for _, b := range h.ref.bookings {
-		queries = append(queries, b.hashes)
+	if len(h.ref.bookings) <= 12 {
+		for _, b := range h.ref.bookings {
+			queries = append(queries, b.hashes)
+		}
+	} else {
+		for range 12 {
+			if b := h.ref.bookings[fmt.Sprintf("r%d", h.c.intn(h.ids))]; b != nil {
+				queries = append(queries, b.hashes)
+			}
+		}
 	}
 	for _, q := range queries {
 		h.t.ActivePrefix(q, &h.m)
+		if h.onQuery != nil {
+			h.onQuery(&h.m)
+		}
 		got, want := h.m.Entries(), h.ref.activePrefix(q)
 		if !slices.Equal(got, want) && (len(got) != 0 || len(want) != 0) {
 			return fmt.Errorf("ActivePrefix(%x) = %+v, reference %+v", q, got, want)

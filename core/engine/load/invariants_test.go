@@ -15,7 +15,7 @@ func (t *Tracker) checkInvariants() error {
 	}
 	for i, s := range t.order {
 		st := &t.owners[s]
-		if !st.live || t.ord[s] != uint32(i) || t.slots[st.id] != s {
+		if !st.live || t.ord[s] != uint32(i) || t.slots[st.id] != s || t.ids[i] != st.id {
 			return fmt.Errorf("owner slot %d (ord %d) inconsistent", s, i)
 		}
 		if i > 0 && t.owners[t.order[i-1]].id.Compare(st.id) >= 0 {

@@ -2,6 +2,7 @@ package load
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -19,7 +20,7 @@ type PrefixEntry struct {
 type PrefixMatch struct {
 	entries []PrefixEntry
 	found   []found
-	dense   []int // by owner ordinal, used by emit for large results
+	dense   []uint32 // by owner slot, used by prefixDense
 }
 
 // found is a result before sorting: the owner's ordinal (position in
@@ -62,9 +63,10 @@ func (m *PrefixMatch) Reset() {
 // the owner nothing extra if the request is booked there). Owners with 0 are
 // omitted; entries are sorted by (Worker, Rank). A nil m is ignored.
 //
-// Cost: one hash-map lookup per trie edge on the matched path plus
-// O(len(hashes) + entries of the nodes met); no allocation once m's buffers
-// have grown.
+// Cost: one hash-map lookup per trie edge on the matched path, a comparison
+// per matched hash, and O(entries of the nodes met) — plus, when the first
+// node is held by denseMin owners or more, one pass over all owners to
+// order the answer. No allocation once m's buffers have grown.
 func (t *Tracker) ActivePrefix(hashes []uint64, m *PrefixMatch) {
 	if m == nil {
 		return
@@ -77,70 +79,101 @@ func (t *Tracker) ActivePrefix(hashes []uint64, m *PrefixMatch) {
 	if n == nilNode {
 		return
 	}
+	// Every owner met holds the first node, so its entry count bounds the
+	// answer's size and picks the strategy.
+	if len(t.nodes[n].ents) >= denseMin {
+		t.prefixDense(hashes, n, m)
+	} else {
+		t.prefixSparse(hashes, n, m)
+	}
+}
+
+// denseMin is the answer size from which ActivePrefix records lengths in a
+// per-slot array and orders them with one pass over all owners, instead of
+// collecting (owner, length) pairs and sorting them (k·log k compares).
+const denseMin = 32
+
+// walk advances from node n (whose first hash equals hashes[pos]) as far as
+// hashes match: it returns the position after n's matched part and the next
+// node to visit (nilNode when the walk ends at n).
+func (t *Tracker) walk(hashes []uint64, pos int, n uint32) (int, uint32) {
+	edge := t.nodes[n].edge
+	k := commonPrefix(edge, hashes[pos:])
+	pos += k
+	if k < len(edge) || pos == len(hashes) {
+		return pos, nilNode
+	}
+	return pos, t.child(n, hashes[pos])
+}
+
+// prefixSparse collects (ordinal, length) pairs for few owners. Along the
+// path, the owners of a child are a subset of its parent's; an owner's
+// length is fixed where it drops out.
+func (t *Tracker) prefixSparse(hashes []uint64, n uint32, m *PrefixMatch) {
 	pos := 0
 	for {
-		nd := &t.nodes[n]
-		k := commonPrefix(nd.edge, hashes[pos:])
-		pos += k
 		var next uint32
-		if k == len(nd.edge) && pos < len(hashes) {
-			next = t.child(n, hashes[pos])
-		}
+		pos, next = t.walk(hashes, pos, n)
+		ents := t.nodes[n].ents
 		if next == nilNode {
-			// Every owner of this node reaches pos and no further.
-			for _, e := range nd.ents {
+			for _, e := range ents {
 				m.found = append(m.found, found{t.ord[e.slot], pos})
 			}
 			break
 		}
-		// The owners of next are a subset of nd's; the others stop at pos.
-		// Equal lengths mean equal sets (the common case of a node split
-		// where a booking ended): nobody stops. Otherwise both lists are
-		// sorted by slot: one merge pass.
+		// Equal sizes mean equal sets (the common case of a node split
+		// where a booking ended): nobody drops out. Otherwise both lists are
+		// sorted by slot: one merge pass finds those that drop out.
 		ce := t.nodes[next].ents
-		if len(ce) == len(nd.ents) {
-			n = next
-			continue
-		}
-		j := 0
-		for _, e := range nd.ents {
-			for j < len(ce) && ce[j].slot < e.slot {
-				j++ // unreachable while the subset invariant holds
+		if len(ce) != len(ents) {
+			j := 0
+			for _, e := range ents {
+				for j < len(ce) && ce[j].slot < e.slot {
+					j++ // unreachable while the subset invariant holds
+				}
+				if j < len(ce) && ce[j].slot == e.slot {
+					j++
+					continue
+				}
+				m.found = append(m.found, found{t.ord[e.slot], pos})
 			}
-			if j < len(ce) && ce[j].slot == e.slot {
-				j++
-				continue
-			}
-			m.found = append(m.found, found{t.ord[e.slot], pos})
 		}
 		n = next
 	}
-	m.emit(t)
+	slices.SortFunc(m.found, func(a, b found) int { return cmp.Compare(a.ord, b.ord) })
+	for _, f := range m.found {
+		m.entries = append(m.entries, PrefixEntry{Owner: t.ids[f.ord], Blocks: f.blocks})
+	}
 }
 
-// denseSortMin is the result size from which emit orders the results with a
-// pass over all owners instead of a comparison sort.
-const denseSortMin = 32
-
-// emit orders m.found by owner and fills m.entries: a comparison sort for
-// few results, a counting pass over every owner ordinal for many (the sort
-// would cost k·log k compares; the pass costs one step per owner).
-func (m *PrefixMatch) emit(t *Tracker) {
-	if len(m.found) < denseSortMin {
-		slices.SortFunc(m.found, func(a, b found) int { return cmp.Compare(a.ord, b.ord) })
-		for _, f := range m.found {
-			m.entries = append(m.entries, PrefixEntry{Owner: t.owners[t.order[f.ord]].id, Blocks: f.blocks})
-		}
-		return
-	}
-	m.dense = slices.Grow(m.dense[:0], len(t.order))[:len(t.order)]
+// prefixDense records lengths by owner slot: every node on the path writes
+// its matched end for all its owners, and deeper nodes overwrite the owners
+// that go on (a subset). A node whose child has as many owners (hence the
+// same ones) skips its writes. One pass over the owners in order emits the
+// answer.
+func (t *Tracker) prefixDense(hashes []uint64, n uint32, m *PrefixMatch) {
+	m.dense = slices.Grow(m.dense[:0], len(t.owners))[:len(t.owners)]
 	clear(m.dense)
-	for _, f := range m.found {
-		m.dense[f.ord] = f.blocks
+	dense := m.dense
+	pos := 0
+	for {
+		var next uint32
+		pos, next = t.walk(hashes, pos, n)
+		ents := t.nodes[n].ents
+		if next == nilNode || len(t.nodes[next].ents) != len(ents) {
+			p := uint32(min(pos, math.MaxUint32))
+			for _, e := range ents {
+				dense[e.slot] = p
+			}
+		}
+		if next == nilNode {
+			break
+		}
+		n = next
 	}
-	for ord, b := range m.dense {
-		if b > 0 {
-			m.entries = append(m.entries, PrefixEntry{Owner: t.owners[t.order[ord]].id, Blocks: b})
+	for i, slot := range t.order {
+		if b := dense[slot]; b != 0 {
+			m.entries = append(m.entries, PrefixEntry{Owner: t.ids[i], Blocks: int(b)})
 		}
 	}
 }

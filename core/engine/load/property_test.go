@@ -15,8 +15,35 @@ func TestPropertyAgainstReference(t *testing.T) {
 	if testing.Short() {
 		seeds = 40
 	}
+	runProperty(t, seeds, steps, newHarness)
+}
+
+// TestPropertyWide is the same with 48 owners, so that ActivePrefix answers
+// often have denseMin entries or more (its per-slot path).
+func TestPropertyWide(t *testing.T) {
+	seeds, steps := 6, 800
+	if testing.Short() {
+		seeds = 2
+	}
+	var dense int
+	runProperty(t, seeds, steps, func(c chooser) *harness {
+		h := newWideHarness(c)
+		h.onQuery = func(m *PrefixMatch) {
+			if m.Len() >= denseMin {
+				dense++
+			}
+		}
+		return h
+	})
+	if dense == 0 {
+		t.Fatal("no query reached the dense path; the test does not cover it")
+	}
+}
+
+func runProperty(t *testing.T, seeds, steps int, mk func(chooser) *harness) {
+	t.Helper()
 	for seed := range seeds {
-		h := newHarness(randChooser{rand.New(rand.NewPCG(uint64(seed), 0x10ad))})
+		h := mk(randChooser{rand.New(rand.NewPCG(uint64(seed), 0x10ad))})
 		// Start with most owners known so that bookings land.
 		for w := 1; w <= h.workers; w++ {
 			for r := range 2 {
