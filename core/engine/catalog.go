@@ -240,8 +240,9 @@ func (e *Engine) detach(old, next *worker) {
 		}
 	}
 	if len(p.members) == 0 && (next == nil || next.key != old.key || !next.schedulableCandidate()) {
+		// Pending selections of the partition stay: a replay answers 503 while the partition is
+		// not ready and books once a worker is back (spec §2.6); the cache's TTL bounds them.
 		delete(e.parts, old.key)
-		e.pending.dropPartition(old.key)
 		return
 	}
 	p.rebuild()

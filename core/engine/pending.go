@@ -106,15 +106,6 @@ func (c *pendingCache) expire(now time.Time) {
 	}
 }
 
-// dropPartition discards every entry of a partition that no longer exists.
-func (c *pendingCache) dropPartition(key PartitionKey) {
-	for k, ps := range c.byKey {
-		if k.key == key {
-			c.drop(ps)
-		}
-	}
-}
-
 func (c *pendingCache) drop(ps *pendingSelection) {
 	c.order.Remove(ps.elem)
 	delete(c.byKey, pendingKey{ps.key, ps.id})
