@@ -1,0 +1,578 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvselect/kvselect/bus/natstest"
+)
+
+const waitLong = 5 * time.Second
+
+// sink records everything a Replicator's callbacks deliver, in order.
+type sink struct {
+	mu     sync.Mutex
+	events []any // *Lifecycle, *Affinity, restart, MemberChange
+}
+
+type restart struct {
+	id         string
+	prev, boot uint64
+}
+
+func (s *sink) add(v any) {
+	s.mu.Lock()
+	s.events = append(s.events, v)
+	s.mu.Unlock()
+}
+
+func (s *sink) all() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+func (s *sink) lifecycles() []*Lifecycle {
+	var out []*Lifecycle
+	for _, e := range s.all() {
+		if l, ok := e.(*Lifecycle); ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (s *sink) changes() []MemberChange {
+	var out []MemberChange
+	for _, e := range s.all() {
+		if c, ok := e.(MemberChange); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// hook sets the callbacks of cfg to record into s.
+func (s *sink) hook(cfg Config) Config {
+	cfg.OnLifecycle = func(ev *Lifecycle) { s.add(ev) }
+	cfg.OnAffinity = func(a *Affinity) { s.add(a) }
+	cfg.OnPeerRestart = func(id string, prev, boot uint64) { s.add(restart{id, prev, boot}) }
+	cfg.OnMemberChange = func(c MemberChange) { s.add(c) }
+	return cfg
+}
+
+func waitFor(t *testing.T, cond func() error) {
+	t.Helper()
+	natstest.WaitFor(t, waitLong, cond)
+}
+
+func newRep(t *testing.T, tr Transport, cfg Config) *Replicator {
+	t.Helper()
+	if cfg.Cluster == "" {
+		cfg.Cluster = "test"
+	}
+	r, err := NewWithTransport(cfg, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func freeEvent(req string) *Lifecycle {
+	return &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: req, Worker: 1, Kind: LifecycleFree}
+}
+
+func TestReplicatorDeliversBetweenPeers(t *testing.T) {
+	n := NewMemNetwork()
+	var sa, sb sink
+	a := newRep(t, n.Connect(), sa.hook(Config{ReplicaID: "tcp://a:1", Peers: []string{"tcp://b:1"}}))
+	b := newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "tcp://b:1", Peers: []string{"tcp://a:1"}}))
+
+	add := &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: "r1", Worker: 3, Rank: 1,
+		Kind: LifecycleAdd, Add: &AddData{TokenSequence: []uint64{1, 2}, TrackPrefill: true, ISL: 32}}
+	a.PublishLifecycle(add)
+	a.PublishAffinity(&Affinity{Model: "m", SessionID: "s", Worker: 3, Sequence: 1, Writer: 9})
+	waitFor(t, func() error {
+		if len(sb.all()) < 3 { // A's join, the lifecycle event, the affinity binding
+			return fmt.Errorf("b saw %v", sb.all())
+		}
+		return nil
+	})
+	got := sb.lifecycles()
+	if len(got) != 1 || got[0].Sender != "tcp://a:1" || got[0].BootID != a.BootID() ||
+		got[0].RequestID != "r1" || got[0].Add == nil || !slices.Equal(got[0].Add.TokenSequence, []uint64{1, 2}) {
+		t.Fatalf("b received %+v", got)
+	}
+	// A hears its own messages back (MemNetwork echoes, like NATS without
+	// NoEcho) and must drop them.
+	waitFor(t, func() error {
+		if st := a.Stats(); st.Lifecycle.Echoes != 1 || st.Affinity.Echoes != 1 {
+			return fmt.Errorf("a stats %+v", st)
+		}
+		return nil
+	})
+	if l := sa.lifecycles(); len(l) != 0 {
+		t.Fatalf("a applied its own event: %+v", l)
+	}
+	st := a.Stats()
+	if st.Lifecycle.Published != 1 || st.Affinity.Published != 1 || st.Heartbeats.Published < 1 {
+		t.Fatalf("a stats %+v", st)
+	}
+	if bs := b.Stats(); bs.Lifecycle.Received != 1 || bs.Affinity.Received != 1 {
+		t.Fatalf("b stats %+v", bs)
+	}
+}
+
+func TestReplicatorAppliesOnlyPeers(t *testing.T) {
+	n := NewMemNetwork()
+	var sb sink
+	a := newRep(t, n.Connect(), Config{ReplicaID: "a"})
+	b := newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b"})) // no peers
+
+	a.PublishLifecycle(freeEvent("r1"))
+	waitFor(t, func() error {
+		if np := b.Stats().Lifecycle.NotPeer; np != 1 {
+			return fmt.Errorf("NotPeer = %d", np)
+		}
+		return nil
+	})
+	if !b.AddPeer("a") {
+		t.Fatal("AddPeer(a) = false")
+	}
+	a.PublishLifecycle(freeEvent("r2"))
+	waitFor(t, func() error {
+		if l := sb.lifecycles(); len(l) != 1 || l[0].RequestID != "r2" {
+			return fmt.Errorf("lifecycles %+v", l)
+		}
+		return nil
+	})
+	if !b.RemovePeer("a") {
+		t.Fatal("RemovePeer(a) = false")
+	}
+	a.PublishLifecycle(freeEvent("r3"))
+	waitFor(t, func() error {
+		if np := b.Stats().Lifecycle.NotPeer; np != 2 {
+			return fmt.Errorf("NotPeer = %d", np)
+		}
+		return nil
+	})
+	if l := sb.lifecycles(); len(l) != 1 {
+		t.Fatalf("event from removed peer applied: %+v", l)
+	}
+}
+
+func TestReplicatorPeerSet(t *testing.T) {
+	r := newRep(t, NewMemNetwork().Connect(), Config{ReplicaID: "me", Peers: []string{"z", "me", "a"}})
+	tests := []struct {
+		op   string
+		id   string
+		want bool
+	}{
+		{"add", "m", true},
+		{"add", "m", false},  // already present
+		{"add", "me", false}, // never our own peer
+		{"add", "", false},   // invalid id
+		{"add", "tcp://x:9", true},
+		{"remove", "a", true},
+		{"remove", "a", false}, // already gone
+		{"remove", "nope", false},
+	}
+	for _, tt := range tests {
+		var got bool
+		if tt.op == "add" {
+			got = r.AddPeer(tt.id)
+		} else {
+			got = r.RemovePeer(tt.id)
+		}
+		if got != tt.want {
+			t.Fatalf("%s(%q) = %v, want %v", tt.op, tt.id, got, tt.want)
+		}
+	}
+	if got, want := r.Peers(), []string{"m", "tcp://x:9", "z"}; !slices.Equal(got, want) {
+		t.Fatalf("Peers = %v, want %v", got, want)
+	}
+	if st := r.Stats(); st.Peers != 3 {
+		t.Fatalf("Stats.Peers = %d", st.Peers)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tr := NewMemNetwork().Connect()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no cluster", Config{ReplicaID: "a"}},
+		{"cluster with dot", Config{Cluster: "a.b", ReplicaID: "a"}},
+		{"cluster with wildcard", Config{Cluster: "*", ReplicaID: "a"}},
+		{"no replica id", Config{Cluster: "c"}},
+		{"empty peer", Config{Cluster: "c", ReplicaID: "a", Peers: []string{""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r, err := NewWithTransport(tt.cfg, tr, nil); !errors.Is(err, ErrConfig) {
+				if r != nil {
+					_ = r.Close()
+				}
+				t.Fatalf("err = %v, want ErrConfig", err)
+			}
+		})
+	}
+	if _, err := New(Config{Cluster: "c", ReplicaID: "a"}, nil, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("nil conn: %v", err)
+	}
+}
+
+// gatedTransport blocks Publish on subject while the gate is closed, to
+// stall a Replicator's publisher goroutine.
+type gatedTransport struct {
+	Transport
+	subject string
+	gate    chan struct{}
+}
+
+func (g *gatedTransport) Publish(subject string, data []byte) error {
+	if subject == g.subject {
+		<-g.gate
+	}
+	return g.Transport.Publish(subject, data)
+}
+
+// TestPublishNeverBlocks: with the publisher stalled in the transport, the
+// caller still returns at once and overflow is counted, not waited on.
+func TestPublishNeverBlocks(t *testing.T) {
+	n := NewMemNetwork()
+	subj, _ := NewSubjects("test")
+	g := &gatedTransport{Transport: n.Connect(), subject: subj.Lifecycle(), gate: make(chan struct{})}
+	a := newRep(t, g, Config{ReplicaID: "a", OutboundQueue: 4})
+	var sb sink
+	newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b", Peers: []string{"a"}}))
+
+	const total = 100
+	for i := range total {
+		a.PublishLifecycle(freeEvent(fmt.Sprint(i))) // would deadlock the test if it blocked
+	}
+	// The publisher holds at most one event inside Publish plus 4 queued.
+	if d := a.Stats().Lifecycle.OutboundDropped; d < total-5 {
+		t.Fatalf("OutboundDropped = %d, want >= %d", d, total-5)
+	}
+	close(g.gate)
+	waitFor(t, func() error {
+		st := a.Stats().Lifecycle
+		if st.Published+st.OutboundDropped != total {
+			return fmt.Errorf("published %d + dropped %d != %d", st.Published, st.OutboundDropped, total)
+		}
+		return nil
+	})
+	waitFor(t, func() error {
+		if got, want := len(sb.lifecycles()), int(a.Stats().Lifecycle.Published); got != want {
+			return fmt.Errorf("b applied %d of %d", got, want)
+		}
+		return nil
+	})
+}
+
+// TestInboundQueueDropsWhenFull: a stuck callback makes the bounded inbound
+// queue overflow; the transport goroutine never waits for it.
+func TestInboundQueueDropsWhenFull(t *testing.T) {
+	n := NewMemNetwork()
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	a := newRep(t, n.Connect(), Config{ReplicaID: "a"})
+	b := newRep(t, n.Connect(), Config{ReplicaID: "b", Peers: []string{"a"}, LifecycleQueue: 3,
+		OnLifecycle: func(*Lifecycle) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-gate
+		}})
+	a.PublishLifecycle(freeEvent("first"))
+	<-entered // the dispatcher is now stuck in the callback
+	const more = 20
+	for i := range more {
+		a.PublishLifecycle(freeEvent(fmt.Sprint(i)))
+	}
+	waitFor(t, func() error {
+		st := b.Stats().Lifecycle
+		if st.Received+st.InboundDropped != more+1 {
+			return fmt.Errorf("received %d + dropped %d != %d", st.Received, st.InboundDropped, more+1)
+		}
+		return nil
+	})
+	// The join notice may take one slot; 1 in the callback + at most 3 queued.
+	if st := b.Stats().Lifecycle; st.Received > 4 || st.InboundDropped < more-3 {
+		t.Fatalf("stats %+v", st)
+	}
+	close(gate)
+}
+
+func TestPublishErrorsCountedAndRecover(t *testing.T) {
+	n := NewMemNetwork()
+	ta := n.Connect()
+	var sb sink
+	a := newRep(t, ta, Config{ReplicaID: "a"})
+	newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b", Peers: []string{"a"}}))
+	ta.SetDown(true)
+	a.PublishLifecycle(freeEvent("lost"))
+	waitFor(t, func() error {
+		if e := a.Stats().Lifecycle.PublishErrors; e != 1 {
+			return fmt.Errorf("PublishErrors = %d", e)
+		}
+		return nil
+	})
+	ta.SetDown(false)
+	a.PublishLifecycle(freeEvent("kept"))
+	waitFor(t, func() error {
+		if l := sb.lifecycles(); len(l) != 1 || l[0].RequestID != "kept" {
+			return fmt.Errorf("b applied %+v", l)
+		}
+		return nil
+	})
+}
+
+// TestPeerRestartOrdering: a peer's restart notice reaches the callback
+// before any event of its new boot, and its old boot is rejected afterwards.
+func TestPeerRestartOrdering(t *testing.T) {
+	n := NewMemNetwork()
+	var sb sink
+	b := newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b", Peers: []string{"a"}}))
+	a1, err := NewWithTransport(Config{Cluster: "test", ReplicaID: "a", BootID: 11}, n.Connect(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1.PublishLifecycle(freeEvent("old"))
+	waitFor(t, func() error {
+		if len(sb.lifecycles()) != 1 {
+			return errors.New("waiting for a1's event")
+		}
+		return nil
+	})
+	// Simulate a crash: a1 disappears without a leave (its transport dies
+	// first, so the leave on Close goes nowhere).
+	ta1 := a1.Transport().(*MemTransport)
+	ta1.SetDown(true)
+	_ = a1.Close()
+
+	a2 := newRep(t, n.Connect(), Config{ReplicaID: "a", BootID: 22})
+	a2.PublishLifecycle(freeEvent("new"))
+	waitFor(t, func() error {
+		if len(sb.lifecycles()) != 2 {
+			return errors.New("waiting for a2's event")
+		}
+		return nil
+	})
+	var order []string
+	for _, e := range sb.all() {
+		switch e := e.(type) {
+		case restart:
+			if e != (restart{"a", 11, 22}) {
+				t.Fatalf("restart notice %+v", e)
+			}
+			order = append(order, "restart")
+		case *Lifecycle:
+			order = append(order, e.RequestID)
+		}
+	}
+	if !slices.Equal(order, []string{"old", "restart", "new"}) {
+		t.Fatalf("delivery order %v", order)
+	}
+	// Late traffic from boot 11 is stale.
+	raw, _ := Marshal(&Lifecycle{Sender: "a", BootID: 11, Model: "m", RequestID: "zombie", Kind: LifecycleFree})
+	tr := n.Connect()
+	defer tr.Close()
+	if err := tr.Publish(b.Subjects().Lifecycle(), raw); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() error {
+		if s := b.Stats().Lifecycle.StaleBoot; s != 1 {
+			return fmt.Errorf("StaleBoot = %d", s)
+		}
+		return nil
+	})
+	if st := b.Stats(); st.Restarts != 1 {
+		t.Fatalf("Restarts = %d", st.Restarts)
+	}
+	_ = a2
+}
+
+func TestDecodeErrorsCounted(t *testing.T) {
+	n := NewMemNetwork()
+	b := newRep(t, n.Connect(), Config{ReplicaID: "b", Peers: []string{"a"}})
+	tr := n.Connect()
+	defer tr.Close()
+	hb, _ := Marshal(&Heartbeat{Sender: "a"})
+	for _, p := range []struct {
+		subject string
+		data    []byte
+	}{
+		{b.Subjects().Lifecycle(), []byte("garbage")},
+		{b.Subjects().Lifecycle(), hb}, // wrong type on the subject
+		{b.Subjects().Affinity(), nil},
+		{b.Subjects().Members(), []byte{0x95}},
+	} {
+		if err := tr.Publish(p.subject, p.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() error {
+		st := b.Stats()
+		if st.Lifecycle.DecodeErrors != 2 || st.Affinity.DecodeErrors != 1 || st.Heartbeats.DecodeErrors != 1 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+}
+
+func TestDiscoverPeersFromHeartbeats(t *testing.T) {
+	n := NewMemNetwork()
+	var sb sink
+	b := newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b", DiscoverPeers: true}))
+	a := newRep(t, n.Connect(), Config{ReplicaID: "a", HTTPAddr: "a:8092"})
+	waitFor(t, func() error {
+		if m := b.Members(); len(m) != 1 || m[0].ID != "a" || m[0].HTTPAddr != "a:8092" || m[0].BootID != a.BootID() {
+			return fmt.Errorf("members %+v", m)
+		}
+		return nil
+	})
+	a.PublishLifecycle(freeEvent("r"))
+	waitFor(t, func() error {
+		if len(sb.lifecycles()) != 1 {
+			return errors.New("discovered peer's event not applied")
+		}
+		return nil
+	})
+	if len(b.Peers()) != 0 {
+		t.Fatalf("discovery changed the configured peers: %v", b.Peers())
+	}
+	// A graceful Close is a leave: a stops being a member (and a peer) at once.
+	_ = a.Close()
+	waitFor(t, func() error {
+		ch := sb.changes()
+		if len(ch) != 2 || ch[0].Kind != MemberJoined || ch[1].Kind != MemberLeft || ch[1].Member.ID != "a" {
+			return fmt.Errorf("changes %+v", ch)
+		}
+		return nil
+	})
+	if len(b.Members()) != 0 {
+		t.Fatalf("members after leave: %+v", b.Members())
+	}
+}
+
+func TestCloseIsFinal(t *testing.T) {
+	n := NewMemNetwork()
+	a := newRep(t, n.Connect(), Config{ReplicaID: "a"})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.PublishLifecycle(freeEvent("late"))
+	a.PublishAffinity(&Affinity{})
+	st := a.Stats()
+	if st.Lifecycle.OutboundDropped != 1 || st.Affinity.OutboundDropped != 1 {
+		t.Fatalf("stats after close %+v", st)
+	}
+	if st.Heartbeats.Published != 2 { // the first beat and the leave
+		t.Fatalf("heartbeats published %d, want 2", st.Heartbeats.Published)
+	}
+}
+
+// TestHeartbeatExpiry runs in a synctest bubble: the fake clock advances
+// only when every goroutine is blocked, so "6 seconds later" is exact and
+// instantaneous. (Inside a bubble time.Sleep advances the fake clock; it
+// is not used for synchronisation.)
+func TestHeartbeatExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewMemNetwork()
+		ta := n.Connect()
+		var sb sink
+		b, err := NewWithTransport(sb.hook(Config{Cluster: "c", ReplicaID: "b", MissedBeats: 3,
+			HeartbeatInterval: time.Second}), n.Connect(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		a, err := NewWithTransport(Config{Cluster: "c", ReplicaID: "a", HeartbeatInterval: time.Second}, ta, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ta.Close() // deferred calls run last-first: a, then its transport
+		defer a.Close()
+		synctest.Wait()
+		if m := b.Members(); len(m) != 1 {
+			t.Fatalf("members %+v", m)
+		}
+		time.Sleep(10 * time.Second) // fake clock: a keeps beating and stays live
+		synctest.Wait()
+		m := b.Members()
+		if len(m) != 1 {
+			t.Fatalf("a expired while beating: %+v", b.Stats())
+		}
+		if hb := b.Stats().Heartbeats.Received; hb < 9 || hb > 13 {
+			t.Fatalf("received %d beats in 10 intervals of 1 s ±10%%", hb)
+		}
+		last := m[0].LastSeen
+		ta.SetDown(true) // a's beats stop reaching anyone
+		time.Sleep(last.Add(3 * time.Second).Sub(time.Now()))
+		synctest.Wait()
+		if m := b.Members(); len(m) != 1 {
+			t.Fatalf("expired after exactly 3 intervals of silence (limit is exclusive): %+v", m)
+		}
+		// b checks on its own ticks (≤ 1.1 s apart), so a is gone within one.
+		time.Sleep(1200 * time.Millisecond)
+		synctest.Wait()
+		if m := b.Members(); len(m) != 0 {
+			t.Fatalf("not expired 4.2 intervals after its last beat: %+v", m)
+		}
+		ch := sb.changes()
+		if len(ch) != 2 || ch[0].Kind != MemberJoined || ch[1].Kind != MemberExpired || ch[1].Member.ID != "a" {
+			t.Fatalf("changes %+v", ch)
+		}
+		ta.SetDown(false) // a comes back with the same boot: joins again, no restart
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if m := b.Members(); len(m) != 1 || b.Stats().Restarts != 0 {
+			t.Fatalf("after return: members %+v stats %+v", m, b.Stats())
+		}
+	})
+}
+
+func TestSnapshotSeam(t *testing.T) {
+	n := NewMemNetwork()
+	a := newRep(t, n.Connect(), Config{ReplicaID: "tcp://a:1"})
+	b := newRep(t, n.Connect(), Config{ReplicaID: "tcp://b:1"})
+	if err := a.ServeSnapshot(func(req []byte) ([]byte, error) {
+		if string(req) == "fail" {
+			return nil, errors.New("boom")
+		}
+		return append([]byte("snap:"), req...), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ServeSnapshot(func([]byte) ([]byte, error) { return nil, nil }); !errors.Is(err, ErrSnapshotServing) {
+		t.Fatalf("second ServeSnapshot = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	got, err := b.RequestSnapshot(ctx, "tcp://a:1", []byte("0"))
+	if err != nil || string(got) != "snap:0" {
+		t.Fatalf("RequestSnapshot = %q, %v", got, err)
+	}
+	if _, err := b.RequestSnapshot(ctx, "tcp://nobody:1", nil); !errors.Is(err, ErrNoResponders) {
+		t.Fatalf("to a non-server: %v", err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := b.RequestSnapshot(short, "tcp://a:1", []byte("fail")); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("failing handler: %v", err)
+	}
+}
