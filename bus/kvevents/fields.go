@@ -24,12 +24,8 @@ func (d *Decoder) hashList(e *Event) error {
 	if cap(e.BlockHashes) < n {
 		e.BlockHashes = make([]uint64, 0, n)
 	}
-	for i := 0; i < n; i++ {
-		h, err := d.r.readHash()
-		if err != nil {
-			return fmt.Errorf("block_hashes[%d]: %w", i, err)
-		}
-		e.BlockHashes = append(e.BlockHashes, h)
+	if e.BlockHashes, err = d.r.appendHashes(e.BlockHashes, n); err != nil {
+		return fmt.Errorf("block_hashes[%d]: %w", len(e.BlockHashes), err)
 	}
 	return nil
 }
@@ -73,12 +69,8 @@ func (d *Decoder) tokens(e *Event) error {
 		if cap(e.TokenIDs) < n {
 			e.TokenIDs = make([]uint32, 0, n)
 		}
-		for i := 0; i < n; i++ {
-			t, err := d.r.readToken()
-			if err != nil {
-				return fmt.Errorf("token_ids[%d]: %w", i, err)
-			}
-			e.TokenIDs = append(e.TokenIDs, t)
+		if e.TokenIDs, err = d.r.appendTokens(e.TokenIDs, n); err != nil {
+			return fmt.Errorf("token_ids[%d]: %w", len(e.TokenIDs), err)
 		}
 		return nil
 	}

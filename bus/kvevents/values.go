@@ -154,8 +154,26 @@ func (r *reader) readBytes() ([]byte, bool, error) {
 	return b, true, nil
 }
 
-// readString reads a str value (nil allowed); bin is accepted too.
+// readString reads a str value (nil allowed); bin is accepted too. The
+// result may alias the payload (fixstr/str8 fast path) or the scratch
+// buffer: callers compare it or copy it, never keep or modify it.
 func (r *reader) readString() ([]byte, bool, error) {
+	// Fast path for the short strings that make up map keys, tags and
+	// media: slice them out of the payload without a copy.
+	if off := r.pos(); off < len(r.payload) {
+		c := r.payload[off]
+		start, n := -1, 0
+		switch {
+		case msgpcode.IsFixedString(c):
+			start, n = off+1, int(c&msgpcode.FixedStrMask)
+		case c == msgpcode.Str8 && off+1 < len(r.payload):
+			start, n = off+2, int(r.payload[off+1])
+		}
+		if start >= 0 && start+n <= len(r.payload) {
+			r.seek(start + n)
+			return r.payload[start : start+n], true, nil
+		}
+	}
 	c, err := r.peek()
 	if err != nil {
 		return nil, false, err
