@@ -10,10 +10,21 @@ import (
 // KvRouterConfig, spec §13.1). The zero value is not valid: start from DefaultConfig. Every field
 // keeps Dynamo's name and default so that DYN_ROUTER_* settings reproduce Dynamo's behaviour.
 type Config struct {
-	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
-	OverlapScoreCreditDecay    float64 // credit decay with relative prefill load (0)
-	PrefillLoadScale           float64 // weight of the prefill term (1.0)
-	DecodeActiveRequestWeight  float64 // cost per active request (0)
+	OverlapScoreCredit        float64 // credit per device-cached block (1.0)
+	OverlapScoreCreditDecay   float64 // credit decay with relative prefill load (0)
+	PrefillLoadScale          float64 // weight of the prefill term (1.0)
+	DecodeActiveRequestWeight float64 // cost per active request (0)
+	// DecodeLoadScale weighs the decode term (active + new blocks) of the cost. 1.0 is Dynamo's
+	// formula; kvselect's default policy lowers it (see KVSelectConfig).
+	DecodeLoadScale float64
+	// CreditBookedPrefix credits, on each rank, the leading prompt blocks already booked there by
+	// live requests as if they were cached: they are cached or being computed right now, but
+	// their KV events have not arrived yet. Off in Dynamo's formula.
+	CreditBookedPrefix bool
+	// UnclampedPrefill drops the max(0, ·) around the prefill term, so a cached block keeps
+	// lowering the cost even when it exceeds the rank's queued prefill work: the credit then acts
+	// as a fixed exchange rate between cached blocks and queued blocks. Off in Dynamo's formula.
+	UnclampedPrefill           bool
 	HostCacheHitWeight         float64 // credit per host-pinned extension block (0.75)
 	DiskCacheHitWeight         float64 // credit per disk/external extension block (0.25)
 	SharedCacheMultiplier      float64 // credit per shared-cache block beyond device (0)
@@ -59,6 +70,7 @@ func DefaultConfig() Config {
 	return Config{
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
+		DecodeLoadScale:          1.0,
 		HostCacheHitWeight:       0.75,
 		DiskCacheHitWeight:       0.25,
 		UseKVEvents:              true,
@@ -95,6 +107,7 @@ func (c *Config) Validate() error {
 		{"overlap_score_credit_decay", c.OverlapScoreCreditDecay},
 		{"prefill_load_scale", c.PrefillLoadScale},
 		{"decode_active_request_weight", c.DecodeActiveRequestWeight},
+		{"decode_load_scale", c.DecodeLoadScale},
 		{"router_temperature", c.Temperature},
 	}
 	for _, f := range nonNeg {

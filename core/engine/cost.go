@@ -30,6 +30,10 @@ func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 	nseq := len(n.seq)
 	for i := range cs {
 		s := &cs[i]
+		if w.bookedPrefix && int32(s.activePrefix) > s.device {
+			// Booked blocks are cached or being computed: treat them as device hits.
+			s.device = int32(s.activePrefix)
+		}
 		var rawPrefill float64
 		if w.trackPrefill {
 			cached := cachedTokens(s, uint64(blockSize), w)
@@ -42,7 +46,11 @@ func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 		}
 		credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
 		decodeCost := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-		s.cost = w.scale*max(0, rawPrefill/bs-credit) + decodeCost + w.reqWeight*float64(s.load.ActiveRequests)
+		prefill := rawPrefill/bs - credit
+		if !w.unclamped {
+			prefill = max(0, prefill)
+		}
+		s.cost = w.scale*prefill + w.decodeScale*decodeCost + w.reqWeight*float64(s.load.ActiveRequests)
 	}
 }
 

@@ -126,17 +126,17 @@ func (r *SelectRequest) sessionID() string {
 
 // weights are the cost-function weights after applying a request's override.
 type weights struct {
-	credit, decay, scale, host, disk, shared, reqWeight, temperature float64
-	trackPrefill, assumeReuse                                        bool
+	credit, decay, scale, decodeScale, host, disk, shared, reqWeight, temperature float64
+	trackPrefill, assumeReuse, bookedPrefix, unclamped                            bool
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {
 	c := &e.cfg
 	w := weights{
-		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale,
+		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale, decodeScale: c.DecodeLoadScale,
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
-		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse,
+		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, bookedPrefix: c.CreditBookedPrefix, unclamped: c.UnclampedPrefill,
 	}
 	if o == nil {
 		return w
