@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// PolicyNames lists the policies RunPolicy knows, in report order.
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang-like", "dynamo", "kvselect"}
+
+// RunPolicy runs the named policy on reqs.
+func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
+	switch name {
+	case "random":
+		return Run(cfg, reqs, NewRandom(cfg.Seed), nil)
+	case "round-robin":
+		return Run(cfg, reqs, NewRoundRobin(), nil)
+	case "least-loaded":
+		return Run(cfg, reqs, NewLeastLoaded(), nil)
+	case "prefix-hash":
+		return Run(cfg, reqs, NewPrefixHash(2), nil)
+	case "max-overlap":
+		return Run(cfg, reqs, NewMaxOverlap(), nil)
+	case "sglang-like":
+		return Run(cfg, reqs, NewSGLangLike(), nil)
+	case "dynamo", "kvselect":
+		ec := engine.DefaultConfig()
+		if name == "kvselect" {
+			ec = KVSelectConfig()
+		}
+		p, err := NewEnginePolicy(name, ec, cfg.Workers, cfg.Seed)
+		if err != nil {
+			return Result{}, err
+		}
+		return Run(cfg, reqs, p, p)
+	}
+	return Result{}, fmt.Errorf("unknown policy %q (known: %v)", name, PolicyNames)
+}
+
+// KVSelectConfig is the engine configuration of kvselect's default policy.
+func KVSelectConfig() engine.Config {
+	c := engine.DefaultConfig()
+	if v := os.Getenv("SIM_DECODE_SCALE"); v != "" {
+		c.DecodeLoadScale, _ = strconv.ParseFloat(v, 64)
+	}
+	if v := os.Getenv("SIM_CREDIT"); v != "" {
+		c.OverlapScoreCredit, _ = strconv.ParseFloat(v, 64)
+	}
+	c.CreditBookedPrefix = os.Getenv("SIM_BOOKED") != ""
+	c.UnclampedPrefill = os.Getenv("SIM_UNCLAMPED") != ""
+	return c
+}
