@@ -190,7 +190,8 @@ func TestPickEdgeCases(t *testing.T) {
 }
 
 // costSpec transcribes spec §5.2–§5.3 literally for one candidate (aggregated worker type, no
-// shared cache). minActive is the minimum active prefill over eligible ranks.
+// shared cache), plus kvselect's decode_load_scale weight (1 = Dynamo). minActive is the
+// minimum active prefill over eligible ranks.
 func costSpec(s scored, isl uint64, bs uint32, w weights, minActive uint64, nseq int) float64 {
 	eff := float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
 	cached := uint64(math.Round(math.Max(0, eff*float64(bs))))
@@ -205,19 +206,23 @@ func costSpec(s scored, isl uint64, bs uint32, w weights, minActive uint64, nseq
 	}
 	credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
 	potentialDecode := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-	return w.scale*math.Max(0, raw/float64(bs)-credit) + potentialDecode + w.reqWeight*float64(s.load.ActiveRequests)
+	return w.scale*math.Max(0, raw/float64(bs)-credit) + w.decodeScale*potentialDecode + w.reqWeight*float64(s.load.ActiveRequests)
 }
 
 // TestCostsMatchSpec: costs() equals the literal formula on random inputs, including decay,
 // lower tiers, request weight and untracked prefill.
 func TestCostsMatchSpec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	base := newEngine(t, nil).weightsFor(nil)
 	for iter := 0; iter < 2000; iter++ {
 		bs := uint32(1 + rng.IntN(32))
 		nseq := rng.IntN(64)
 		n := normalized{isl: uint64(nseq)*uint64(bs) + uint64(rng.IntN(int(bs))) + 1, seq: make([]uint64, nseq)}
-		w := weights{credit: rng.Float64() * 2, decay: float64(rng.IntN(3)) * rng.Float64(), scale: rng.Float64() * 2,
-			host: rng.Float64(), disk: rng.Float64(), reqWeight: float64(rng.IntN(2)) * rng.Float64(), trackPrefill: rng.IntN(4) != 0}
+		// Start from the defaults so weights added later keep their neutral values.
+		w := base
+		w.credit, w.decay, w.scale = rng.Float64()*2, float64(rng.IntN(3))*rng.Float64(), rng.Float64()*2
+		w.host, w.disk, w.reqWeight = rng.Float64(), rng.Float64(), float64(rng.IntN(2))*rng.Float64()
+		w.decodeScale, w.trackPrefill = []float64{1, rng.Float64()}[rng.IntN(2)], rng.IntN(4) != 0
 		cs := make([]scored, 1+rng.IntN(6))
 		minActive := uint64(math.MaxUint64)
 		for i := range cs {

@@ -158,6 +158,11 @@ func storedEvent(o Owner, tier Tier, parentTokens, tokens []uint32, bs int) KVEv
 	return ev
 }
 
+// kvhashSeq returns the public sequence hashes of tokens at block size 4.
+func kvhashSeq(tokens []uint32) []uint64 {
+	return kvhash.SequenceHashes(nil, kvhash.BlockHashes(nil, tokens, 4, kvhash.Seed, false, nil), kvhash.Seed)
+}
+
 // store applies one stored chain of tokens (from the root) for owner o in the device tier and
 // requires every complete block to be indexed.
 func store(t testing.TB, e *Engine, o Owner, tokens []uint32) {
