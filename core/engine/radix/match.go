@@ -1,9 +1,6 @@
 package radix
 
-import (
-	"math/bits"
-	"slices"
-)
+import "math/bits"
 
 // OwnerMatch is one owner's overlap with a request, in blocks, under Mooncake "cumulative"
 // semantics: Device consecutive blocks from the root held on device; then, from there, HostExt
@@ -15,28 +12,26 @@ type OwnerMatch struct {
 }
 
 // Match holds the result of Index.Match and the scratch space that makes repeated matches
-// allocation-free. The zero value is ready to use; reuse one Match per goroutine.
+// allocation-free. The zero value is ready to use; reuse one Match per goroutine. A Match may be
+// used with different indexes.
 type Match struct {
 	// Owners with a non-zero overlap, sorted by Owner. Overwritten by the next Match call.
 	Owners []OwnerMatch
 
-	live  []liveOwner // owners still matching, sorted by owner index
-	done  []doneOwner // finished owners, in finishing order
-	slots []int32     // scratch indexed by owner rank; all -1 between calls
+	live []liveOwner // explicit live set, sorted by owner index
+	// cnt[r] accumulates the counts of the owner of rank r; hit has bit r set iff cnt[r] is
+	// non-zero. Both are all-zero between calls (emit clears what it reads).
+	cnt [][NumTiers]int32
+	hit []uint64
 }
 
 // liveOwner tracks one owner during the walk: it is in tier phase `phase` since block `start`;
-// cnt holds the finished phases' counts.
+// its finished phases' counts are already in Match.cnt[rank].
 type liveOwner struct {
 	idx   uint32
+	rank  uint32
 	phase uint32
 	start int32
-	cnt   [NumTiers]int32
-}
-
-type doneOwner struct {
-	rank uint32
-	cnt  [NumTiers]int32
 }
 
 // Match walks local block hashes from the root and fills m.Owners with every owner's tiered
@@ -47,13 +42,21 @@ type doneOwner struct {
 // if it holds none, or is absent, it stops. At the first node each owner starts in the highest
 // tier it holds there.
 //
-// Cost: O(path) table probes, plus O(owners) at the first node and at each node whose owner list
-// differs from its parent's (a node whose (owner, tiers) list equals its parent's is crossed in
-// O(1) via a cached flag), plus sorting the output. No allocation once m has grown.
+// Cost: O(path) table probes, plus O(owners) at the first node whose owner list differs from the
+// first node's and at each later such node (nodes whose (owner, tiers) list equals their
+// parent's are crossed in O(1) via a cached flag), plus O(reported owners + all owners/64) to
+// emit in Owner order. No allocation once m has grown to the index's owner count.
 func (ix *Index) Match(local []uint64, m *Match) {
 	m.Owners = m.Owners[:0]
 	m.live = m.live[:0]
-	m.done = m.done[:0]
+	if nr := len(ix.own.sorted); len(m.cnt) < nr {
+		m.cnt = make([][NumTiers]int32, nr)
+		m.hit = make([]uint64, (nr+63)/64)
+	}
+	// While implicit, the live set is "every owner of node first, each in the phase of its
+	// highest tier there, since block 0": nothing is materialised until a node differs.
+	implicit := false
+	first := uint32(0)
 	cur := uint32(0)
 	depth := int32(0)
 	for i, h := range local {
@@ -61,132 +64,148 @@ func (ix *Index) Match(local []uint64, m *Match) {
 		if child == 0 {
 			break
 		}
-		if i == 0 {
-			ix.matchStart(child, m)
-		} else if !ix.sameAsParent(child) {
+		switch {
+		case i == 0:
+			implicit, first = true, child
+		case ix.sameAsParent(child):
+		case implicit:
+			ix.matchFirstStep(first, child, int32(i), m)
+			implicit = false
+		default:
 			ix.matchStep(child, int32(i), m)
 		}
-		if len(m.live) == 0 {
+		if !implicit && len(m.live) == 0 {
 			break
 		}
 		cur = child
 		depth = int32(i + 1)
 	}
-	for j := range m.live {
-		ix.finish(&m.live[j], depth, m)
+	if implicit {
+		rankOf := ix.own.rankOf
+		for _, k := range ix.keysOf(&ix.nodes[first]) {
+			m.record(rankOf[ownerOf(k)], uint32(bits.TrailingZeros32(k)), depth)
+		}
+	} else {
+		for _, l := range m.live {
+			m.record(l.rank, l.phase, depth-l.start)
+		}
 	}
 	ix.emit(m)
 }
 
-// matchStart seeds the live set from the first node's entries.
-func (ix *Index) matchStart(id uint32, m *Match) {
-	keys := ix.keysOf(&ix.nodes[id])
-	m.live = slices.Grow(m.live, len(keys))[:len(keys)]
-	for j, k := range keys {
-		m.live[j] = liveOwner{idx: ownerOf(k), phase: uint32(bits.TrailingZeros32(k | 1<<NumTiers))}
+// record stores count c for phase of the owner of rank r (c == 0 leaves the owner unreported).
+func (m *Match) record(r, phase uint32, c int32) {
+	if c != 0 {
+		m.cnt[r][phase] = c
+		m.hit[r/64] |= 1 << (r % 64)
 	}
-	// Entries always have a tier bit, so no phase equals NumTiers; no filtering needed.
 }
 
-// matchStep advances the live set across node id (block index i): merge of two lists sorted by
-// owner index, compacting survivors in place.
-func (ix *Index) matchStep(id uint32, i int32, m *Match) {
+// matchFirstStep leaves implicit mode at node id (block i): merges the first node's entries
+// (all in their initial phase since block 0) with id's, materialising the survivors.
+func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
+	fk := ix.keysOf(&ix.nodes[first])
 	keys := ix.keysOf(&ix.nodes[id])
-	live := m.live
-	w := 0
-	if len(keys) > 8*len(live) {
-		// Few live owners against a long entry list: binary-search each.
-		for r := range live {
-			l := live[r]
-			pos := ix.findEntry(&ix.nodes[id], l.idx)
-			var k uint32
-			if pos >= 0 {
-				k = keys[pos]
+	rankOf := ix.own.rankOf
+	j := 0
+	for _, kx := range fk {
+		idx := ownerOf(kx)
+		for j < len(keys) && ownerOf(keys[j]) < idx {
+			j++
+		}
+		phase := uint32(bits.TrailingZeros32(kx))
+		if j < len(keys) && ownerOf(keys[j]) == idx {
+			k := keys[j]
+			if k&(1<<phase) != 0 {
+				m.live = append(m.live, liveOwner{idx: idx, rank: rankOf[idx], phase: phase})
+				continue
 			}
-			if ix.advance(&l, k, i, m) {
-				live[w] = l
-				w++
+			if higher := (k & tierMask) >> (phase + 1); higher != 0 {
+				r := rankOf[idx]
+				m.record(r, phase, i)
+				m.live = append(m.live, liveOwner{idx: idx, rank: r,
+					phase: phase + 1 + uint32(bits.TrailingZeros32(higher)), start: i})
+				continue
 			}
 		}
-	} else {
-		j := 0
-		for r := range live {
-			l := live[r]
+		m.record(rankOf[idx], phase, i)
+	}
+}
+
+// matchStep advances the explicit live set across node id (block i): a merge of two lists
+// sorted by owner index (binary search when the node has many more entries), compacting the
+// survivors in place.
+func (ix *Index) matchStep(id uint32, i int32, m *Match) {
+	n := &ix.nodes[id]
+	keys := ix.keysOf(n)
+	live := m.live
+	w := 0
+	gallop := len(keys) > 8*len(live)
+	j := 0
+	for r := range live {
+		l := live[r]
+		var k uint32
+		if gallop {
+			if pos := ix.findEntry(n, l.idx); pos >= 0 {
+				k = keys[pos]
+			}
+		} else {
 			for j < len(keys) && ownerOf(keys[j]) < l.idx {
 				j++
 			}
-			var k uint32
 			if j < len(keys) && ownerOf(keys[j]) == l.idx {
 				k = keys[j]
 			}
-			if ix.advance(&l, k, i, m) {
-				live[w] = l
-				w++
-			}
+		}
+		if k&(1<<l.phase) != 0 {
+			live[w] = l
+			w++
+			continue
+		}
+		m.record(l.rank, l.phase, i-l.start)
+		if higher := (k & tierMask) >> (l.phase + 1); higher != 0 {
+			l.phase += 1 + uint32(bits.TrailingZeros32(higher))
+			l.start = i
+			live[w] = l
+			w++
 		}
 	}
 	m.live = live[:w]
 }
 
-// advance applies node key k (0 if the owner is absent) at block i to l; false means l finished.
-func (ix *Index) advance(l *liveOwner, k uint32, i int32, m *Match) bool {
-	if k&(1<<l.phase) != 0 {
-		return true
-	}
-	higher := (k & tierMask) >> (l.phase + 1)
-	if higher == 0 {
-		ix.finish(l, i, m)
-		return false
-	}
-	l.cnt[l.phase] = i - l.start
-	l.phase += 1 + uint32(bits.TrailingZeros32(higher))
-	l.start = i
-	return true
-}
-
-// finish closes l's current phase at block i and records it if anything matched.
-func (ix *Index) finish(l *liveOwner, i int32, m *Match) {
-	l.cnt[l.phase] = i - l.start
-	if l.cnt == [NumTiers]int32{} {
-		return
-	}
-	m.done = append(m.done, doneOwner{rank: ix.own.list[l.idx].rank, cnt: l.cnt})
-}
-
-// emit writes m.done into m.Owners ordered by owner rank (= Owner order).
+// emit writes the recorded owners into m.Owners in rank (= Owner) order and clears the scratch.
 func (ix *Index) emit(m *Match) {
-	d := m.done
-	n := len(d)
+	n := 0
+	for _, word := range m.hit {
+		n += bits.OnesCount64(word)
+	}
 	if n == 0 {
 		return
 	}
-	m.Owners = slices.Grow(m.Owners, n)[:n]
-	sorted := ix.own.sorted
-	if n <= 16 || n*16 < len(sorted) {
-		slices.SortFunc(d, func(a, b doneOwner) int { return int(a.rank) - int(b.rank) })
-		for j, x := range d {
-			m.Owners[j] = ownerMatch(ix.own.list[sorted[x.rank]].o, x.cnt)
-		}
-		return
+	out := m.Owners[:0]
+	if cap(out) < n {
+		out = make([]OwnerMatch, 0, max(n, 2*cap(out)))
 	}
-	// Many results: scatter by rank, then sweep the ranks in order.
-	if len(m.slots) < len(sorted) {
-		m.slots = make([]int32, len(sorted))
-		for j := range m.slots {
-			m.slots[j] = -1
-		}
-	}
-	for j, x := range d {
-		m.slots[x.rank] = int32(j)
-	}
+	out = out[:n]
+	byRank, cnt, hit := ix.own.byRank, m.cnt, m.hit
 	w := 0
-	for r := range sorted {
-		if j := m.slots[r]; j >= 0 {
-			m.slots[r] = -1
-			m.Owners[w] = ownerMatch(ix.own.list[sorted[r]].o, d[j].cnt)
+	for wi, word := range hit {
+		if word == 0 {
+			continue
+		}
+		hit[wi] = 0
+		for word != 0 {
+			r := wi*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			c := cnt[r]
+			cnt[r] = [NumTiers]int32{}
+			o := &out[w]
+			o.Owner = byRank[r]
+			o.Device, o.HostExt, o.DiskExt, o.ExternalExt = c[0], c[1], c[2], c[3]
 			w++
 		}
 	}
+	m.Owners = out
 }
 
 func ownerMatch(o Owner, c [NumTiers]int32) OwnerMatch {
