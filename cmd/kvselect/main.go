@@ -103,6 +103,14 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	br, err := svc.EnableReplication(core.ReplicationConfig{
+		Cluster: o.cluster, ReplicaID: replicaID, HTTPAddr: advertisedHTTP(o),
+		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers,
+	}, nc)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	defer func() { _ = br.Close() }()
 	svc.EnableKVEvents()
 	svc.OpenGate()
 	svc.Start()
@@ -136,6 +144,15 @@ func run(args []string, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// advertisedHTTP is the HTTP base URL announced to peers in heartbeats.
+func advertisedHTTP(o *options) string {
+	host := o.host
+	if host == "0.0.0.0" || host == "::" || host == "" {
+		host, _ = os.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(o.port))
 }
 
 // newLogger builds the process logger from --log-level and --log-format.

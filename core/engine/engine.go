@@ -90,6 +90,8 @@ type ReplicaEvent struct {
 	Kind      LifecycleKind
 	// Add is set for LifecycleAdd.
 	Add *ReplicaAdd
+	// Sender is the publishing replica's id on received events (empty on outbound ones).
+	Sender string
 }
 
 // ReplicaAdd carries an admission's booking inputs.

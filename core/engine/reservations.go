@@ -16,6 +16,7 @@ type reservation struct {
 	key      PartitionKey
 	owner    Owner
 	fromPeer bool
+	peer     string // the replica that booked it, for rows mirrored from peers
 }
 
 // ReservationRequest is the body of POST /reservations: the replay form (no worker_id) books
@@ -259,7 +260,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		}); err != nil {
 			return false
 		}
-		e.resv[ev.RequestID] = &reservation{key: p.key, owner: ev.Owner, fromPeer: true}
+		e.resv[ev.RequestID] = &reservation{key: p.key, owner: ev.Owner, fromPeer: true, peer: ev.Sender}
 		return true
 	case LifecyclePrefillComplete:
 		r, ok := e.resv[ev.RequestID]
@@ -274,4 +275,21 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// DropPeer frees every booking mirrored from a peer replica (it restarted, so its earlier
+// bookings will never see their lifecycle events). It returns how many were freed.
+func (e *Engine) DropPeer(sender string) int {
+	n := 0
+	for id, r := range e.resv {
+		if !r.fromPeer || r.peer != sender {
+			continue
+		}
+		if p := e.parts[r.key]; p != nil {
+			_ = p.tracker.Free(id)
+		}
+		delete(e.resv, id)
+		n++
+	}
+	return n
 }

@@ -101,3 +101,7 @@ func (h *handlers) deregisterPeer(w http.ResponseWriter, r *http.Request, _ http
 func (h *handlers) peers(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, h.svc.Peers())
 }
+
+func (h *handlers) members(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, h.svc.Members())
+}

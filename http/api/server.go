@@ -71,6 +71,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 	r.POST("/replica_sync/register_peer", h.registerPeer)
 	r.POST("/replica_sync/deregister_peer", h.deregisterPeer)
 	r.GET("/replica_sync/peers", h.peers)
+	r.GET("/replica_sync/members", h.members)
 	if opts.Metrics != nil {
 		r.Handler(http.MethodGet, "/metrics", opts.Metrics)
 	}
