@@ -39,6 +39,10 @@ var (
 	fixCache = map[int]*fixture{}
 )
 
+// fixOwnerOf is the owner index a conversation sticks to (a hash, so a
+// family's 64 conversations spread over about 60 owners).
+func fixOwnerOf(c int) int { return int(mix(uint64(c)) % (fixOwnersW * fixRanks)) }
+
 // prompt builds the block contents of booking n of conversation c.
 func fixPrompt(global, c int, n uint64) []uint64 {
 	blocks := make([]uint64, 0, fixBlocks)
@@ -77,7 +81,7 @@ func getFixture(b *testing.B, global int) *fixture {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := range fixBookings {
 		c := rng.IntN(fixConvs)
-		o := f.owners[(c*7919)%len(f.owners)]
+		o := f.owners[fixOwnerOf(c)]
 		h := chain(fixPrompt(global, c, uint64(n)))
 		if err := f.tr.Add(Booking{ID: fmt.Sprintf("fix-%d", n), Owner: o, Hashes: h, PrefillTokens: 512}); err != nil {
 			b.Fatal(err)
@@ -92,7 +96,8 @@ func getFixture(b *testing.B, global int) *fixture {
 
 // BenchmarkActivePrefix queries a 64-block prompt against the fixture:
 //   - conv-hit: a new turn of a live conversation (family prefix on ~60
-//     owners, conversation prefix on 1, unique tail on none);
+//     owners, conversation prefix on 1, unique tail on none): the typical
+//     request;
 //   - live-prompt: an exact live prompt (full 64-block match on 1 owner);
 //   - miss: an unknown first block;
 //   - global16-conv-hit: as conv-hit with a 16-block system prompt live on
@@ -134,7 +139,7 @@ func BenchmarkAddFree(b *testing.B) {
 		{"conv-turn", chain(fixPrompt(0, 17, 1<<31))},
 		{"unique", chain(append([]uint64{1 << 50}, fixPrompt(0, 17, 1<<31)[1:]...))},
 	}
-	o := f.owners[(17*7919)%len(f.owners)]
+	o := f.owners[fixOwnerOf(17)]
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			bk := Booking{ID: "bench", Owner: o, Hashes: tc.hashes, PrefillTokens: 100}
@@ -156,7 +161,7 @@ func BenchmarkAddFree(b *testing.B) {
 // blocks so it does not grow without bound.
 func BenchmarkOutputBlock(b *testing.B) {
 	f := getFixture(b, 0)
-	o := f.owners[(17*7919)%len(f.owners)]
+	o := f.owners[fixOwnerOf(17)]
 	bk := Booking{ID: "bench-out", Owner: o, Hashes: chain(fixPrompt(0, 17, 1<<32))}
 	if err := f.tr.Add(bk); err != nil {
 		b.Fatal(err)

@@ -83,7 +83,7 @@ func (t *Tracker) checkInvariants() error {
 			children[nd.parent]++
 		}
 		for i, e := range nd.ents {
-			if i > 0 && nd.ents[i-1].slot >= e.slot {
+			if i > 0 && t.ord[nd.ents[i-1].slot] >= t.ord[e.slot] {
 				return fmt.Errorf("node %d entries not sorted", n)
 			}
 			if e.rc == 0 || refs[key{uint32(n), e.slot}] != e.rc || e.w > WeightUnit {
@@ -93,7 +93,7 @@ func (t *Tracker) checkInvariants() error {
 			weight[e.slot] += uint64(len(nd.edge)) * uint64(e.w)
 			if nd.parent != nilNode {
 				pe := t.nodes[nd.parent].ents
-				j, ok := findEntry(pe, e.slot)
+				j, ok := t.findEntry(pe, e.slot)
 				if !ok || pe[j].rc < e.rc {
 					return fmt.Errorf("node %d slot %d: rc not monotone toward root", n, e.slot)
 				}

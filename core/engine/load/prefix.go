@@ -1,7 +1,6 @@
 package load
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -19,8 +18,11 @@ type PrefixEntry struct {
 // a time and its contents are valid until it is passed to ActivePrefix again.
 type PrefixMatch struct {
 	entries []PrefixEntry
-	found   []found
-	dense   []uint32 // by owner slot, used by prefixDense
+	found   []found  // results in runs, each sorted by owner ordinal
+	runs    []int    // end offset in found of each run
+	tmp     []found  // merge scratch
+	byOrd   []uint32 // dense answers: prefix length by owner ordinal
+	dense   bool     // the last call used byOrd
 }
 
 // found is a result before sorting: the owner's ordinal (position in
@@ -56,6 +58,7 @@ func (m *PrefixMatch) Blocks(o Owner) int {
 func (m *PrefixMatch) Reset() {
 	m.entries = m.entries[:0]
 	m.found = m.found[:0]
+	m.runs = m.runs[:0]
 }
 
 // ActivePrefix fills m with, for each owner, the length of the longest prefix
@@ -63,10 +66,11 @@ func (m *PrefixMatch) Reset() {
 // the owner nothing extra if the request is booked there). Owners with 0 are
 // omitted; entries are sorted by (Worker, Rank). A nil m is ignored.
 //
-// Cost: one hash-map lookup per trie edge on the matched path, a comparison
-// per matched hash, and O(entries of the nodes met) — plus, when the first
-// node is held by denseMin owners or more, one pass over all owners to
-// order the answer. No allocation once m's buffers have grown.
+// Cost: one hash-map lookup per trie edge on the matched path, one
+// comparison per matched hash, plus, for the answer, either O(owners met ×
+// nodes where some drop out) or, when the first node is held by at least a
+// quarter of the partition's owners, one pass over all owners. No allocation
+// once m's buffers have grown.
 func (t *Tracker) ActivePrefix(hashes []uint64, m *PrefixMatch) {
 	if m == nil {
 		return
@@ -80,100 +84,115 @@ func (t *Tracker) ActivePrefix(hashes []uint64, m *PrefixMatch) {
 		return
 	}
 	// Every owner met holds the first node, so its entry count bounds the
-	// answer's size and picks the strategy.
-	if len(t.nodes[n].ents) >= denseMin {
-		t.prefixDense(hashes, n, m)
+	// answer's size and picks the cheaper way to order it.
+	m.dense = 4*len(t.nodes[n].ents) >= len(t.order)
+	if m.dense {
+		m.byOrd = slices.Grow(m.byOrd[:0], len(t.order))[:len(t.order)]
+		clear(m.byOrd)
+	}
+	pos := 0
+	for {
+		nd := &t.nodes[n]
+		k := commonPrefix(nd.edge, hashes[pos:])
+		pos += k
+		var next uint32
+		if k == len(nd.edge) && pos < len(hashes) {
+			next = t.child(n, hashes[pos])
+		}
+		if next == nilNode {
+			// Every owner of this node reaches pos and no further.
+			m.stop(t, nd.ents, nil, pos)
+			break
+		}
+		// next's owners are a subsequence of nd's (same order); equal
+		// lengths mean equal lists (the common case of a node split where
+		// a booking ended) and nobody drops out here.
+		if ce := t.nodes[next].ents; len(ce) != len(nd.ents) {
+			m.stop(t, nd.ents, ce, pos)
+		}
+		n = next
+	}
+	if m.dense {
+		m.finishDense(t)
 	} else {
-		t.prefixSparse(hashes, n, m)
+		m.finishRuns(t)
 	}
 }
 
-// denseMin is the answer size from which ActivePrefix records lengths in a
-// per-slot array and orders them with one pass over all owners, instead of
-// collecting (owner, length) pairs and sorting them (k·log k compares).
-const denseMin = 32
-
-// walk advances from node n (whose first hash equals hashes[pos]) as far as
-// hashes match: it returns the position after n's matched part and the next
-// node to visit (nilNode when the walk ends at n).
-func (t *Tracker) walk(hashes []uint64, pos int, n uint32) (int, uint32) {
-	edge := t.nodes[n].edge
-	k := commonPrefix(edge, hashes[pos:])
-	pos += k
-	if k < len(edge) || pos == len(hashes) {
-		return pos, nilNode
+// stop records prefix length pos for the owners of ents that are not in sub
+// (a subsequence of ents): by ordinal in byOrd (dense), or as one run of
+// m.found sorted by ordinal.
+func (m *PrefixMatch) stop(t *Tracker, ents, sub []entry, pos int) {
+	if m.dense {
+		// Owners that go on are overwritten by a deeper node: write all.
+		p := uint32(min(pos, math.MaxUint32))
+		for _, e := range ents {
+			m.byOrd[t.ord[e.slot]] = p
+		}
+		return
 	}
-	return pos, t.child(n, hashes[pos])
+	m.run(t, ents, sub, pos)
 }
 
-// prefixSparse collects (ordinal, length) pairs for few owners. Along the
-// path, the owners of a child are a subset of its parent's; an owner's
-// length is fixed where it drops out.
-func (t *Tracker) prefixSparse(hashes []uint64, n uint32, m *PrefixMatch) {
-	pos := 0
-	for {
-		var next uint32
-		pos, next = t.walk(hashes, pos, n)
-		ents := t.nodes[n].ents
-		if next == nilNode {
-			for _, e := range ents {
-				m.found = append(m.found, found{t.ord[e.slot], pos})
-			}
-			break
+// finishDense emits byOrd's non-zero lengths in owner order: one pass over
+// all owners, written into a presized buffer.
+func (m *PrefixMatch) finishDense(t *Tracker) {
+	out := slices.Grow(m.entries[:0], len(t.ids))[:len(t.ids)]
+	k := 0
+	for ord, b := range m.byOrd[:len(t.ids)] {
+		if b != 0 {
+			out[k] = PrefixEntry{Owner: t.ids[ord], Blocks: int(b)}
+			k++
 		}
-		// Equal sizes mean equal sets (the common case of a node split
-		// where a booking ended): nobody drops out. Otherwise both lists are
-		// sorted by slot: one merge pass finds those that drop out.
-		ce := t.nodes[next].ents
-		if len(ce) != len(ents) {
-			j := 0
-			for _, e := range ents {
-				for j < len(ce) && ce[j].slot < e.slot {
-					j++ // unreachable while the subset invariant holds
-				}
-				if j < len(ce) && ce[j].slot == e.slot {
-					j++
-					continue
-				}
-				m.found = append(m.found, found{t.ord[e.slot], pos})
-			}
-		}
-		n = next
 	}
-	slices.SortFunc(m.found, func(a, b found) int { return cmp.Compare(a.ord, b.ord) })
-	for _, f := range m.found {
-		m.entries = append(m.entries, PrefixEntry{Owner: t.ids[f.ord], Blocks: f.blocks})
+	m.entries = out[:k]
+}
+
+// run appends, as one run sorted by owner, the owners of ents that are not
+// in sub (a subsequence of ents), all with prefix length pos.
+func (m *PrefixMatch) run(t *Tracker, ents, sub []entry, pos int) {
+	start := len(m.found)
+	j := 0
+	for _, e := range ents {
+		if j < len(sub) && sub[j].slot == e.slot {
+			j++
+			continue
+		}
+		m.found = append(m.found, found{t.ord[e.slot], pos})
+	}
+	if len(m.found) > start {
+		m.runs = append(m.runs, len(m.found))
 	}
 }
 
-// prefixDense records lengths by owner slot: every node on the path writes
-// its matched end for all its owners, and deeper nodes overwrite the owners
-// that go on (a subset). A node whose child has as many owners (hence the
-// same ones) skips its writes. One pass over the owners in order emits the
-// answer.
-func (t *Tracker) prefixDense(hashes []uint64, n uint32, m *PrefixMatch) {
-	m.dense = slices.Grow(m.dense[:0], len(t.owners))[:len(t.owners)]
-	clear(m.dense)
-	dense := m.dense
-	pos := 0
-	for {
-		var next uint32
-		pos, next = t.walk(hashes, pos, n)
-		ents := t.nodes[n].ents
-		if next == nilNode || len(t.nodes[next].ents) != len(ents) {
-			p := uint32(min(pos, math.MaxUint32))
-			for _, e := range ents {
-				dense[e.slot] = p
+// finishRuns merges the sorted runs of m.found (one per node where owners
+// dropped out; usually a handful) into m.entries in owner order. Cost
+// O(found × runs), no comparison sort.
+func (m *PrefixMatch) finishRuns(t *Tracker) {
+	for r := 1; r < len(m.runs); r++ {
+		mid, end := m.runs[r-1], m.runs[r]
+		if m.found[mid-1].ord < m.found[mid].ord {
+			continue // already in order
+		}
+		m.tmp = append(m.tmp[:0], m.found[:mid]...)
+		a, b, out := 0, mid, 0
+		for a < len(m.tmp) && b < end {
+			if m.tmp[a].ord < m.found[b].ord {
+				m.found[out] = m.tmp[a]
+				a++
+			} else {
+				m.found[out] = m.found[b]
+				b++
 			}
+			out++
 		}
-		if next == nilNode {
-			break
-		}
-		n = next
+		out += copy(m.found[out:], m.tmp[a:])
+		// The rest of the run is already in place.
 	}
-	for i, slot := range t.order {
-		if b := dense[slot]; b != 0 {
-			m.entries = append(m.entries, PrefixEntry{Owner: t.ids[i], Blocks: int(b)})
-		}
+	out := slices.Grow(m.entries[:0], len(m.found))[:len(m.found)]
+	ids := t.ids
+	for i, f := range m.found {
+		out[i] = PrefixEntry{Owner: ids[f.ord], Blocks: f.blocks}
 	}
+	m.entries = out
 }

@@ -19,24 +19,27 @@ func TestPropertyAgainstReference(t *testing.T) {
 }
 
 // TestPropertyWide is the same with 48 owners, so that ActivePrefix answers
-// often have denseMin entries or more (its per-slot path).
+// often have many entries collected in several runs that must be merged.
 func TestPropertyWide(t *testing.T) {
 	seeds, steps := 6, 800
 	if testing.Short() {
 		seeds = 2
 	}
-	var dense int
+	var wide, dense int
 	runProperty(t, seeds, steps, func(c chooser) *harness {
 		h := newWideHarness(c)
 		h.onQuery = func(m *PrefixMatch) {
-			if m.Len() >= denseMin {
+			if m.Len() >= 8 && len(m.runs) >= 3 && !m.dense {
+				wide++
+			}
+			if m.Len() >= 24 && m.dense {
 				dense++
 			}
 		}
 		return h
 	})
-	if dense == 0 {
-		t.Fatal("no query reached the dense path; the test does not cover it")
+	if wide == 0 || dense == 0 {
+		t.Fatalf("%d queries merged three runs, %d took the dense path: both must be covered", wide, dense)
 	}
 }
 

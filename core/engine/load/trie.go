@@ -1,6 +1,9 @@
 package load
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // nilNode is the index of no node: the parent of root nodes, the end of a
 // same-hash chain, and the tail of a booking with an empty prompt. Slot 0 of
@@ -14,8 +17,10 @@ const nilNode uint32 = 0
 //     booking's Hashes and other nodes' edges); splitting re-slices it.
 //   - Every booking whose prompt path reaches this node covers all of edge,
 //     so ents holds, for each owner with such bookings, rc = their count and
-//     one weight valid for every block of the edge. ents is sorted by slot,
-//     has no rc == 0 entry, and is empty only on a free node.
+//     one weight valid for every block of the edge. ents is sorted by owner
+//     (Worker, Rank), i.e. by ord[slot]; renumbering ord when an owner is
+//     added or removed keeps the relative order, so the lists stay sorted.
+//     ents has no rc == 0 entry and is empty only on a free node.
 //   - rc is monotone along a path: a child's entries are a subset of its
 //     parent's with rc no larger.
 //   - The children of one node differ in edge[0]; (parent, edge[0])
@@ -142,25 +147,21 @@ func commonPrefix(a, b []uint64) int {
 	return n
 }
 
-// findEntry returns the index of slot's entry in ents, or the insertion
-// index and false.
-func findEntry(ents []entry, slot uint32) (int, bool) {
+// findEntry returns the index of slot's entry in ents (sorted by owner
+// ordinal), or the insertion index and false.
+func (t *Tracker) findEntry(ents []entry, slot uint32) (int, bool) {
+	ord := t.ord
+	target := ord[slot]
 	if len(ents) <= 8 { // short lists: a linear scan beats the search
 		for i := range ents {
-			if ents[i].slot >= slot {
-				return i, ents[i].slot == slot
+			if o := ord[ents[i].slot]; o >= target {
+				return i, o == target
 			}
 		}
 		return len(ents), false
 	}
-	return slices.BinarySearchFunc(ents, slot, func(e entry, s uint32) int {
-		switch {
-		case e.slot < s:
-			return -1
-		case e.slot > s:
-			return 1
-		}
-		return 0
+	return slices.BinarySearchFunc(ents, target, func(e entry, target uint32) int {
+		return cmp.Compare(ord[e.slot], target)
 	})
 }
 
@@ -200,7 +201,7 @@ func (t *Tracker) acquire(slot uint32, h []uint64) uint32 {
 	st := &t.owners[slot]
 	for n := tail; n != nilNode; n = t.nodes[n].parent {
 		nd := &t.nodes[n]
-		i, ok := findEntry(nd.ents, slot)
+		i, ok := t.findEntry(nd.ents, slot)
 		if ok {
 			nd.ents[i].rc++
 			continue
@@ -220,7 +221,7 @@ func (t *Tracker) release(slot uint32, tail uint32) {
 	for n := tail; n != nilNode; {
 		nd := &t.nodes[n]
 		parent := nd.parent
-		if i, ok := findEntry(nd.ents, slot); ok {
+		if i, ok := t.findEntry(nd.ents, slot); ok {
 			if nd.ents[i].rc > 1 {
 				nd.ents[i].rc--
 			} else {
@@ -244,7 +245,7 @@ func (t *Tracker) decay(slot uint32, tail uint32, w uint32) {
 	st := &t.owners[slot]
 	for n := tail; n != nilNode; n = t.nodes[n].parent {
 		nd := &t.nodes[n]
-		i, ok := findEntry(nd.ents, slot)
+		i, ok := t.findEntry(nd.ents, slot)
 		if !ok || nd.ents[i].rc != 1 {
 			return
 		}
