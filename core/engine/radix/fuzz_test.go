@@ -32,7 +32,7 @@ func FuzzIndexOps(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 4, 1, 1, 2, 2, 3, 3, 4, 4, 1, 1, 5, 1, 3, 2, 2})
 	f.Add([]byte{0, 2, 0, 2, 9, 1, 8, 2, 0, 2, 1, 9, 2, 10, 3, 2, 2, 0, 1, 9, 3, 2, 4})
 	f.Add([]byte{0, 3, 0, 3, 1, 1, 2, 2, 3, 3, 0, 3, 2, 2, 4, 1, 5, 2, 1, 3, 1, 2})
-	probes := [][]uint64{{1}, {1, 1}, {1, 2}, {2, 1}, {1, 2, 3}, {1, 1, 1, 1}, {1, 2, 3, 4, 1}, {3, 3, 3}}
+	probes := [][]uint64{{0}, {0, 0}, {1, 0, 2}, {1}, {1, 1}, {1, 2}, {2, 1}, {1, 2, 3}, {1, 1, 1, 1}, {1, 2, 3, 4, 1}, {3, 3, 3}}
 	var owners []Owner
 	for w := range uint64(4) {
 		for k := range uint32(2) {
@@ -58,7 +58,7 @@ func FuzzIndexOps(f *testing.F) {
 				}
 				blocks := make([]StoredBlock, n)
 				for i := range blocks {
-					blocks[i] = StoredBlock{External: uint64(r.next() % 32), Local: uint64(1 + r.next()%4)}
+					blocks[i] = StoredBlock{External: uint64(r.next() % 32), Local: uint64(r.next() % 4)}
 				}
 				e1 := ix.Store(o, tier, parent, op == 1, blocks)
 				e2 := ref.Store(o, tier, parent, op == 1, blocks)

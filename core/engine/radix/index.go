@@ -74,6 +74,8 @@ const (
 	classShift = 26
 	classMask  = 0x1f << classShift
 	sameFlag   = 1 << 31
+	// freeMeta marks a node on the free list (class 31 is never a real slab class).
+	freeMeta = classMask
 )
 
 func (n *node) count() int     { return int(n.meta & countMask) }
@@ -225,6 +227,20 @@ func (ix *Index) deleteEntry(id uint32, pos int) {
 	ix.pruneFrom(id)
 }
 
+// child returns the child of cur labelled h, or 0. Chains are usually allocated in order, so
+// cur+1 is tried first: a live node whose parent and label match is the child (the pair is
+// unique among live nodes), and this probe touches memory next to cur instead of a random
+// table slot. Otherwise the children table answers.
+func (ix *Index) child(cur uint32, h uint64) uint32 {
+	if next := cur + 1; int(next) < len(ix.nodes) {
+		n := &ix.nodes[next]
+		if n.parent == cur && n.local == h && n.meta&classMask != freeMeta {
+			return next
+		}
+	}
+	return ix.children.get(cur, h)
+}
+
 // newNode creates a child of parent labelled local and links it into the children table.
 func (ix *Index) newNode(parent uint32, local uint64) (uint32, bool) {
 	var id uint32
@@ -256,7 +272,7 @@ func (ix *Index) pruneFrom(id uint32) {
 		p := n.parent
 		ix.children.del(p, n.local)
 		ix.nodes[p].nchild--
-		*n = node{parent: ix.freeNode}
+		*n = node{parent: ix.freeNode, meta: freeMeta}
 		ix.freeNode = id
 		ix.nfree++
 		id = p

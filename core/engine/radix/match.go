@@ -60,7 +60,7 @@ func (ix *Index) Match(local []uint64, m *Match) {
 	cur := uint32(0)
 	depth := int32(0)
 	for i, h := range local {
-		child := ix.children.get(cur, h)
+		child := ix.child(cur, h)
 		if child == 0 {
 			break
 		}
@@ -222,7 +222,7 @@ func (ix *Index) ExternalPrefix(o Owner, local []uint64, n int, dst []uint64) []
 	}
 	cur := uint32(0)
 	for i := 0; i < n && i < len(local); i++ {
-		child := ix.children.get(cur, local[i])
+		child := ix.child(cur, local[i])
 		if child == 0 {
 			break
 		}

@@ -13,7 +13,7 @@ import (
 type opGen struct {
 	r      *rand.Rand
 	owners []Owner
-	labels uint64 // local hashes are 1..labels
+	labels uint64 // local hashes are 0..labels-1 (0 is the label free nodes carry)
 	exts   uint64 // external hashes are 1..exts (plus derived ones)
 }
 
@@ -33,7 +33,7 @@ func (g *opGen) owner() Owner { return g.owners[g.r.IntN(len(g.owners))] }
 func (g *opGen) path(n int) []uint64 {
 	p := make([]uint64, n)
 	for i := range p {
-		p[i] = 1 + g.r.Uint64N(g.labels)
+		p[i] = g.r.Uint64N(g.labels) // 0 included: free nodes carry local 0
 	}
 	return p
 }
@@ -70,7 +70,7 @@ func (g *opGen) step(t testing.TB, ix *Index, ref *refIndex) {
 		}
 		blocks := make([]StoredBlock, g.r.IntN(5))
 		for i := range blocks {
-			blocks[i] = StoredBlock{External: 1 + g.r.Uint64N(g.exts), Local: 1 + g.r.Uint64N(g.labels)}
+			blocks[i] = StoredBlock{External: 1 + g.r.Uint64N(g.exts), Local: g.r.Uint64N(g.labels)}
 		}
 		e1 := ix.Store(o, tier, parent, hasParent, blocks)
 		e2 := ref.Store(o, tier, parent, hasParent, blocks)
@@ -109,7 +109,7 @@ func (g *opGen) probes() [][]uint64 {
 		if len(p) == 3 {
 			return
 		}
-		for l := uint64(1); l <= g.labels; l++ {
+		for l := range g.labels {
 			rec(append(p, l))
 		}
 	}

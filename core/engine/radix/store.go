@@ -72,7 +72,7 @@ func (ix *Index) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []
 			}
 			ix.deleteEntry(old, ix.findEntry(&ix.nodes[old], oi))
 		}
-		child := ix.children.get(cur, b.Local)
+		child := ix.child(cur, b.Local)
 		if child == 0 {
 			var ok bool
 			if child, ok = ix.newNode(cur, b.Local); !ok {
