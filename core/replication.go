@@ -37,7 +37,9 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 	r, err := bus.New(bus.Config{
 		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, HTTPAddr: cfg.HTTPAddr,
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
+		BootID:        s.bootID,
 		OnLifecycle:   br.apply,
+		OnAffinity:    br.applyAffinity,
 		OnPeerRestart: br.peerRestarted,
 	}, nc, s.log)
 	if err != nil {
@@ -73,6 +75,22 @@ func (br *BusReplicator) Publish(ev *engine.ReplicaEvent) {
 		return
 	}
 	br.r.PublishLifecycle(lc)
+}
+
+// PublishAffinity implements Replicator.
+func (br *BusReplicator) PublishAffinity(ev *engine.AffinityEvent) {
+	br.r.PublishAffinity(&bus.Affinity{
+		Model: ev.Partition.Model, Group: ev.Partition.Group, SessionID: ev.SessionID,
+		Worker: ev.Owner.Worker, Rank: ev.Owner.Rank, HasRank: true, Sequence: ev.Sequence, Writer: ev.Writer,
+	})
+}
+
+// applyAffinity merges a peer's session binding.
+func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
+	br.svc.ApplyAffinity(&engine.AffinityEvent{
+		Partition: engine.PartitionKey{Model: a.Model, Group: a.Group}, SessionID: a.SessionID,
+		Owner: engine.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
+	})
 }
 
 // apply mirrors a peer's event (on the bus dispatcher goroutine).

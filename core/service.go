@@ -36,6 +36,7 @@ type Config struct {
 // Implementations must not block in Publish (queue and drop when full).
 type Replicator interface {
 	Publish(ev *engine.ReplicaEvent)
+	PublishAffinity(ev *engine.AffinityEvent)
 	AddPeer(id string) (added bool)
 	RemovePeer(id string) (removed bool)
 	Peers() []string
@@ -51,7 +52,9 @@ type Service struct {
 	mu      sync.Mutex
 	eng     *engine.Engine
 	closing bool
-	effects []engine.ReplicaEvent // scratch for draining engine effects (guarded by mu)
+	effects []engine.ReplicaEvent  // scratch for draining engine effects (guarded by mu)
+	affs    []engine.AffinityEvent // likewise for session bindings
+	bootID  uint64                 // this process's boot id (session-binding writer id)
 
 	cfg   Config
 	log   *slog.Logger
@@ -96,17 +99,16 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		}
 		key = b
 	}
-	eng, err := engine.New(cfg.Engine, engine.Options{
-		Rand:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		TrackingKey: key,
-	})
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	boot := rng.Uint64() | 1
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Engine.ApproximateLRUFallbackWarn {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
-	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{})}
+	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot}
 	for _, o := range opts {
 		o(s)
 	}
@@ -174,12 +176,17 @@ func (s *Service) Sweep() int {
 // replicator's Publish never blocks.
 func (s *Service) flushLocked() {
 	s.effects = s.eng.TakeEffects(s.effects[:0])
+	s.affs = s.eng.TakeAffinityEffects(s.affs[:0])
 	if s.repl != nil {
 		for i := range s.effects {
 			s.repl.Publish(&s.effects[i])
 		}
+		for i := range s.affs {
+			s.repl.PublishAffinity(&s.affs[i])
+		}
 	}
 	clear(s.effects)
+	clear(s.affs)
 }
 
 // errShuttingDown is returned by selections after Close.
@@ -408,6 +415,13 @@ func (s *Service) Peers() []string {
 		return []string{}
 	}
 	return s.repl.Peers()
+}
+
+// ApplyAffinity merges a peer's session binding (called by the replicator's goroutine).
+func (s *Service) ApplyAffinity(ev *engine.AffinityEvent) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.ApplyAffinity(ev, s.clock())
 }
 
 // ApplyReplica mirrors a peer's lifecycle event (called by the replicator's inbound goroutine).

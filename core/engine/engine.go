@@ -28,6 +28,12 @@ type Engine struct {
 	pending *pendingCache
 	outbox  []ReplicaEvent
 
+	// Session affinity: this replica's writer id, the last binding version it issued, and
+	// binding updates to replicate.
+	writerID uint64
+	affSeq   uint64
+	affOut   []AffinityEvent
+
 	// scratch buffers reused across selections (the engine is single-threaded).
 	scratch selectScratch
 }
@@ -40,6 +46,8 @@ type Options struct {
 	// TrackingKey is the 32-byte provider key for keyed-xxh3-v1 (read from
 	// Config.TrackingKeyFile by the caller, since the engine does no I/O).
 	TrackingKey []byte
+	// WriterID identifies this replica in session-binding versions (its boot id).
+	WriterID uint64
 }
 
 // New returns an engine with the given configuration, which must have passed Validate.
@@ -51,12 +59,13 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		opts.Rand = rand.New(rand.NewPCG(1, 2))
 	}
 	e := &Engine{
-		cfg:     cfg,
-		rng:     opts.Rand,
-		workers: make(map[uint64]*worker),
-		parts:   make(map[PartitionKey]*partition),
-		resv:    make(map[string]*reservation),
-		pending: newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
+		cfg:      cfg,
+		rng:      opts.Rand,
+		workers:  make(map[uint64]*worker),
+		parts:    make(map[PartitionKey]*partition),
+		resv:     make(map[string]*reservation),
+		writerID: opts.WriterID,
+		pending:  newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
 	}
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
@@ -128,6 +137,9 @@ func (e *Engine) Sweep(now time.Time) int {
 			freed++
 			r := e.resv[id]
 			delete(e.resv, id)
+			if r != nil {
+				p.releaseSession(r.session)
+			}
 			if r != nil && !r.fromPeer {
 				e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecycleFree})
 			}
@@ -135,6 +147,7 @@ func (e *Engine) Sweep(now time.Time) int {
 		if p.approx != nil {
 			p.approx.expire(p.index, now.UnixNano())
 		}
+		p.sweepSessions(now.UnixNano(), e.cfg.SessionAffinityTTL)
 	}
 	e.pending.expire(now)
 	return freed

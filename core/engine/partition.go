@@ -49,6 +49,7 @@ type partition struct {
 	index     *radix.Index
 	tracker   *load.Tracker
 	approx    *approxTTL // non-nil when the index is fed by bookings (use_kv_events=false)
+	sessions  map[string]*binding
 }
 
 func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
@@ -59,6 +60,7 @@ func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bo
 		members:   make(map[uint64]*worker),
 		index:     radix.New(),
 		tracker:   load.NewTracker(),
+		sessions:  make(map[string]*binding),
 	}
 	if approximate {
 		p.approx = newApproxTTL()

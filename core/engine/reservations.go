@@ -17,6 +17,7 @@ type reservation struct {
 	owner    Owner
 	fromPeer bool
 	peer     string // the replica that booked it, for rows mirrored from peers
+	session  string // the session whose lease this booking holds ("" = none)
 }
 
 // ReservationRequest is the body of POST /reservations: the replay form (no worker_id) books
@@ -124,8 +125,19 @@ func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*Reservatio
 	if ps.trackPrefill {
 		prefill = ps.effPrefill
 	}
+	if ps.session != "" {
+		if b, ok := p.sessions[ps.session]; ok && b.owner != ps.owner && b.leases > 0 {
+			e.pending.remove(key, id)
+			return nil, badRequest("session %s is bound to worker %d (dp_rank %d), not the selected worker %d (dp_rank %d)",
+				ps.session, b.owner.Worker, b.owner.Rank, ps.owner.Worker, ps.owner.Rank)
+		}
+	}
 	if err := e.book(p, id, ps.owner, ps.norm, prefill, ps.trackPrefill, ps.expectedOutput, now); err != nil {
 		return nil, err
+	}
+	if ps.session != "" {
+		e.bindSession(p, ps.session, ps.owner, now)
+		e.resv[id].session = ps.session
 	}
 	e.pending.consume(key, id, gen)
 	return &ReservationResponse{SelectionID: id, ModelName: key.Model, RoutingGroup: key.Group, WorkerID: ps.owner.Worker, DPRank: ps.owner.Rank, Endpoint: w.endpoint()}, nil
@@ -224,6 +236,7 @@ func (e *Engine) Free(id string) error {
 	}
 	_ = p.tracker.Free(id)
 	delete(e.resv, id)
+	p.releaseSession(r.session)
 	e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecycleFree})
 	return nil
 }

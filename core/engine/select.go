@@ -33,11 +33,12 @@ type selectScratch struct {
 
 // selection is the outcome of one pick, before booking.
 type selection struct {
-	p     *partition
-	norm  normalized
-	w     weights
-	pick  *scored
-	cands []scored // the scored candidates (scratch-backed; valid until the next selection)
+	p       *partition
+	norm    normalized
+	w       weights
+	pick    *scored
+	cands   []scored // the scored candidates (scratch-backed; valid until the next selection)
+	session string   // the session key when affinity routing applies
 }
 
 // Select picks a worker without booking load (POST /select). With a selection_id, the booking
@@ -59,7 +60,7 @@ func (e *Engine) Select(req *SelectRequest, now time.Time) (*SelectResponse, err
 			key: sel.p.key, id: *req.SelectionID, owner: sel.pick.c.owner(),
 			norm: sel.norm, effPrefill: resp.EffectivePrefillTokens,
 			expectedOutput: req.ExpectedOutputTokens, trackPrefill: sel.w.trackPrefill,
-			session: req.sessionID(),
+			session: sel.session,
 		})
 	}
 	return resp, nil
@@ -91,6 +92,10 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 	if err := e.book(sel.p, id, o, sel.norm, prefill, sel.w.trackPrefill, req.ExpectedOutputTokens, now); err != nil {
 		return nil, err
 	}
+	if sel.session != "" {
+		e.bindSession(sel.p, sel.session, o, now)
+		e.resv[id].session = sel.session
+	}
 	resp.Booked = &Booked{SequenceHashes: toI64(sel.norm.seq), ISLTokens: sel.norm.isl, TrackPrefillTokens: sel.w.trackPrefill}
 	resp.KVHint = e.kvHint(sel, id)
 	return resp, nil
@@ -103,6 +108,10 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 	if err != nil {
 		return nil, err
 	}
+	session, err := e.sessionKey(req)
+	if err != nil {
+		return nil, err
+	}
 	w := e.weightsFor(req.RouterConfigOverride)
 	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
 	if err != nil {
@@ -110,7 +119,7 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 	}
 	cands := e.score(p, &norm, w)
 	filter(cands, req)
-	sel := &selection{p: p, norm: norm, w: w, cands: cands}
+	sel := &selection{p: p, norm: norm, w: w, cands: cands, session: session}
 
 	if pw := req.PinnedWorker; pw != nil {
 		for i := range cands {
@@ -128,6 +137,10 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 		if err := e.admit(cands); err != nil {
 			return nil, err
 		}
+	}
+	if j := e.boundCandidate(p, session, cands); j >= 0 {
+		sel.pick = &cands[j]
+		return sel, nil
 	}
 	if at := req.AffinityTarget; at != nil {
 		if i := bestOf(cands, func(s *scored) bool {
