@@ -44,6 +44,11 @@ func (d *Decoder) Decode(payload []byte, b *Batch) error {
 
 // batch decodes the outer KVEventBatch: a positional array
 // [ts, events(, dp_rank, ...)] or a map.
+//
+// Nesting depths passed to skip count from the batch (0): events list 1,
+// event 2, event field 3, and so on; MaxDepth bounds them. Elements past
+// the third are skipped so that a future vLLM field appended to the batch
+// does not break older selectors.
 func (d *Decoder) batch(b *Batch) error {
 	c, err := d.r.peek()
 	if err != nil {
@@ -239,6 +244,26 @@ func orNil(err error) error {
 	}
 	return fmt.Errorf("tag is nil")
 }
+
+// Positional layouts by producer (element 0 is the tag; every producer
+// writes all of its fields, nil included, so the length identifies the
+// version):
+//
+//	pos  BlockStored field          vLLM versions / producers
+//	1    block_hashes               all
+//	2    parent_block_hash          all
+//	3    token_ids                  all (Eagle: list of bigrams)
+//	4    block_size                 all
+//	5    lora_id (deprecated)       all; read and discarded
+//	6    medium                     vLLM >= PR #19737, SGLang with medium
+//	7    lora_name | metadata map   vLLM >= #27577 | SGLang salted events
+//	8    extra_keys                 vLLM >= #33304
+//	9    group_idx                  vLLM >= #37688
+//	10   kv_cache_spec_kind         vLLM >= #40984
+//	11   sliding_window             vLLM >= #40984
+//
+// BlockRemoved is [tag, block_hashes, medium, group_idx] at most in vLLM
+// (2 elements in the oldest SGLang); AllBlocksCleared is [tag].
 
 // storedFields decodes the n positional BlockStored fields after the tag:
 // block_hashes, parent_block_hash, token_ids, block_size, lora_id (ignored),

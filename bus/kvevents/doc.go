@@ -30,6 +30,20 @@
 // payload. A Decoder is not safe for concurrent use; give each listener its
 // own.
 //
+// Typical use in a listener goroutine (one Decoder and one Batch per
+// listener, reused for every message):
+//
+//	topic, seq, payload, err := kvevents.ParseLive(msg.Frames)
+//	if err != nil { /* log, drop the message */ }
+//	if err := dec.Decode(payload, &batch); err != nil {
+//		/* log; do not advance the watermark; replay may fix it */
+//	}
+//	for i := range batch.Events {
+//		ev := &batch.Events[i]
+//		if !ev.Indexable() { continue } // hybrid-model side groups
+//		/* translate ev (copying what is kept) */
+//	}
+//
 // The package is transport-free and engine-free: no sockets, no goroutines,
 // and it does not import core/. Translating events into index operations
 // (public block hashes, tiers, partitions) is core's job.

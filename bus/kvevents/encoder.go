@@ -175,7 +175,12 @@ func appendExtraKeys(dst []byte, mm [][]uint64) []byte {
 	return dst
 }
 
-// Low-level msgpack writers producing msgspec's (shortest) encodings.
+// Low-level msgpack writers producing msgspec's encodings (see the
+// reference §1.5): integers in their shortest form, with unsigned codes
+// (positive fixint, 0xcc..0xcf) for every non-negative value and signed
+// codes (negative fixint, 0xd0..0xd3) only for negative ones; floats always
+// as float64 (0xcb); strings as fixstr/str8/str16/str32 (never bin); arrays
+// and maps with the smallest header. Each appends to dst and returns it.
 
 func appendNil(dst []byte) []byte { return append(dst, 0xc0) }
 

@@ -63,6 +63,8 @@ func scanHashInt(p []byte, off int) (v uint64, size int) {
 }
 
 // appendTokens appends n token ids read from the current position.
+// Invariant on return: the reader is positioned just after the last element
+// consumed (on error, at or inside the offending element).
 func (r *reader) appendTokens(dst []uint32, n int) ([]uint32, error) {
 	p := r.payload
 	off := r.pos()
@@ -84,7 +86,9 @@ func (r *reader) appendTokens(dst []uint32, n int) ([]uint32, error) {
 	return dst, nil
 }
 
-// appendHashes appends n block hashes read from the current position.
+// appendHashes appends n block hashes read from the current position; the
+// positioning invariant is that of appendTokens. Byte-string hashes always
+// take the slow path (readHash), which folds them per Event.BlockHashes.
 func (r *reader) appendHashes(dst []uint64, n int) ([]uint64, error) {
 	p := r.payload
 	off := r.pos()

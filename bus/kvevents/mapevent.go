@@ -2,6 +2,17 @@ package kvevents
 
 import "fmt"
 
+// Map-form events (vLLM >= PR #42892, e.g. v0.26). msgspec writes the tag
+// first as "type", then the required fields in declaration order even when
+// nil (block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+// medium, lora_name for BlockStored; block_hashes, medium for
+// BlockRemoved), then optional fields only when not nil (extra_keys,
+// group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window). A map event
+// therefore cannot be told apart by length: keys are matched by name, in any
+// order, and unknown keys (a future field, or the event_version / locality /
+// ownership keys of one vLLM revision) are skipped. Fields a kind does not
+// have are decoded and then cleared by finishEvent.
+
 // mapEvent decodes a map-form event {"type": tag, field: value, ...}.
 // msgspec always writes "type" first, which is the single-pass fast path;
 // otherwise the map is scanned once for the tag and then decoded from its

@@ -92,6 +92,9 @@ func isBin(c byte) bool {
 	return c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32
 }
 
+// Code classifiers. They look at a peeked code only; lengths and values are
+// read by the functions below, which re-check everything they consume.
+
 // isInt reports any msgpack integer code, signed or unsigned, any width.
 func isInt(c byte) bool {
 	if msgpcode.IsFixedNum(c) {
