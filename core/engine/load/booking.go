@@ -20,8 +20,8 @@ type Booking struct {
 	// PrefillTokens counts toward the owner's active prefill tokens until
 	// PrefillComplete or Free (0 = no prefill tracking).
 	PrefillTokens uint64
-	// ExpectedOutputTokens is carried for the caller; it does not change the
-	// load (Dynamo does not use it either).
+	// ExpectedOutputTokens is carried for the caller (see Get); it does not
+	// change the load (Dynamo does not use it either).
 	ExpectedOutputTokens uint32
 	// AdmittedAt is the admission time in unix nanoseconds from the caller's
 	// clock; Expire compares it to its cutoff.
@@ -188,6 +188,25 @@ func (t *Tracker) Lookup(id string) (Owner, bool) {
 		return Owner{}, false
 	}
 	return t.owners[t.books[bi].slot].id, true
+}
+
+// Get returns live booking id as the tracker holds it: PrefillTokens is the
+// outstanding prefill (0 once PrefillComplete was called) and Hashes is the
+// slice given to Add (read it, don't modify it).
+func (t *Tracker) Get(id string) (Booking, bool) {
+	bi, ok := t.byID[id]
+	if !ok {
+		return Booking{}, false
+	}
+	r := &t.books[bi]
+	return Booking{
+		ID:                   r.id,
+		Owner:                t.owners[r.slot].id,
+		Hashes:               r.hashes,
+		PrefillTokens:        r.prefill,
+		ExpectedOutputTokens: r.expected,
+		AdmittedAt:           r.admitted,
+	}, true
 }
 
 // Expire frees every booking admitted strictly before cutoff (unix nanos)

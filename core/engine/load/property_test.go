@@ -11,7 +11,7 @@ import (
 // per-owner-map reference, comparing Load, Loads, Lookup, Len, ActivePrefix
 // and the tracker's internal invariants after every step.
 func TestPropertyAgainstReference(t *testing.T) {
-	seeds, steps := 200, 400
+	seeds, steps := 100, 400
 	if testing.Short() {
 		seeds = 40
 	}

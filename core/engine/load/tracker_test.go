@@ -270,6 +270,29 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+func TestGet(t *testing.T) {
+	tr := newTestTracker(t, w1r1)
+	h := chain([]uint64{4, 5})
+	in := Booking{ID: "g", Owner: w1r1, Hashes: h, PrefillTokens: 9, ExpectedOutputTokens: 33, AdmittedAt: -7}
+	if err := tr.Add(in); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := tr.Get("g")
+	if !ok || got.ID != in.ID || got.Owner != in.Owner || !slices.Equal(got.Hashes, h) ||
+		got.PrefillTokens != 9 || got.ExpectedOutputTokens != 33 || got.AdmittedAt != -7 {
+		t.Fatalf("Get = %+v, %v", got, ok)
+	}
+	if err := tr.PrefillComplete("g"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tr.Get("g"); got.PrefillTokens != 0 {
+		t.Fatalf("outstanding prefill after completion = %d", got.PrefillTokens)
+	}
+	if _, ok := tr.Get("nope"); ok {
+		t.Fatal("Get of an unknown id succeeded")
+	}
+}
+
 func TestOwners(t *testing.T) {
 	tr := NewTracker()
 	if tr.HasOwner(w1r0) {
