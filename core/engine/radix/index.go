@@ -52,6 +52,8 @@ type Index struct {
 	entries  int    // total (node, owner) entries
 	epoch    uint32 // bumped on every entry change; see node.chg
 	scratch  []uint64
+	pending  []uint32 // nodes created by the running Store, not yet in children (see flushChildren)
+	sink     uint32 // keeps the cache-warming loads of touchSlot from being optimised away
 }
 
 // node is one radix node (32 bytes, no pointers).
@@ -257,9 +259,28 @@ func (ix *Index) newNode(parent uint32, local uint64) (uint32, bool) {
 	}
 	ix.nodes[id] = node{local: local, parent: parent}
 	ix.nodes[parent].nchild++
-	ix.children.put(parent, local, id)
+	ix.pending = append(ix.pending, id)
 	ix.touch(id)
 	return id, true
+}
+
+// flushChildren enters the nodes created by the current Store into the children table. Store
+// defers these inserts so that their cache misses (random slots of a large table) overlap in one
+// tight loop instead of stalling each block. Until the flush, a pending node is reachable only
+// through Store's own cursor: it has no other children to look up and is never pruned (it holds
+// the storing owner's entry, which no later block of the same event removes).
+func (ix *Index) flushChildren() {
+	var sink uint32
+	for _, id := range ix.pending {
+		n := &ix.nodes[id]
+		sink += ix.children.touchSlot(n.parent, n.local)
+	}
+	ix.sink += sink
+	for _, id := range ix.pending {
+		n := &ix.nodes[id]
+		ix.children.put(n.parent, n.local, id)
+	}
+	ix.pending = ix.pending[:0]
 }
 
 // pruneFrom frees id and then its ancestors while they are empty leaves.
@@ -292,6 +313,7 @@ func (ix *Index) resetStorage() {
 	ix.lookup.reset()
 	ix.ents.reset()
 	ix.scratch = nil
+	ix.pending = nil
 }
 
 // sameAsParent reports whether node id's (owner, tiers) list equals its parent's, using and

@@ -52,8 +52,13 @@ func (ix *Index) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []
 		// below cannot release the index mid-store; dropped at the end.
 	}
 	ix.own.list[oi].entries++
-	defer ix.unpin(oi)
+	defer ix.finishStore(oi)
 	bit := uint32(1) << t
+	var sink uint32
+	for _, b := range blocks {
+		sink += ix.lookup.touchSlot(oi, b.External)
+	}
+	ix.sink += sink
 	for _, b := range blocks {
 		// Resolve a binding of b.External to another node first: its removal may prune empty
 		// nodes, and cur (root, or a node holding o's previous block) always survives it.
@@ -72,7 +77,12 @@ func (ix *Index) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []
 			}
 			ix.deleteEntry(old, ix.findEntry(&ix.nodes[old], oi))
 		}
-		child := ix.child(cur, b.Local)
+		// A node without children (in particular one created by the previous block) needs no
+		// probe: the new child goes straight in.
+		var child uint32
+		if ix.nodes[cur].nchild != 0 {
+			child = ix.child(cur, b.Local)
+		}
 		if child == 0 {
 			var ok bool
 			if child, ok = ix.newNode(cur, b.Local); !ok {
@@ -99,9 +109,10 @@ func (ix *Index) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []
 	return nil
 }
 
-// unpin drops Store's phantom count on owner oi and frees the owner if it ended up holding
-// nothing (possible only when every block failed or rebinds cancelled out).
-func (ix *Index) unpin(oi uint32) {
+// finishStore flushes the deferred children-table inserts, then drops Store's phantom count on
+// owner oi and frees the owner if it ended up holding nothing.
+func (ix *Index) finishStore(oi uint32) {
+	ix.flushChildren()
 	info := &ix.own.list[oi]
 	info.entries--
 	if info.entries == 0 {
@@ -156,6 +167,11 @@ func (ix *Index) Remove(o Owner, t Tier, external []uint64) (removed, unknown in
 		return 0, len(external)
 	}
 	bit := uint32(1) << t
+	var sink uint32
+	for _, e := range external {
+		sink += ix.lookup.touchSlot(oi, e)
+	}
+	ix.sink += sink
 	for i, e := range external {
 		id := ix.lookup.get(oi, e)
 		if id == 0 {
