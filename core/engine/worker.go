@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -205,10 +206,16 @@ func missingMetadata(w *worker, queueing, kvEvents bool) []string {
 	if w.dpSize() == 0 {
 		reasons = append(reasons, "data_parallel_size must be greater than 0")
 	}
+	// Every rank loop runs a uint32 up to start+size: a range reaching past MaxUint32 would wrap
+	// and never end, so such a worker stays incomplete and no loop ever sees its range.
+	rangeOK := uint64(w.startRank())+uint64(w.dpSize()) <= math.MaxUint32
+	if !rangeOK {
+		reasons = append(reasons, fmt.Sprintf("data_parallel_start_rank + data_parallel_size must not exceed %d", uint32(math.MaxUint32)))
+	}
 	if queueing && s.MaxNumBatchedTokens == nil {
 		reasons = append(reasons, "max_num_batched_tokens is required while queueing is enabled")
 	}
-	if kvEvents && w.dpSize() > 0 {
+	if kvEvents && w.dpSize() > 0 && rangeOK {
 		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 			if w.eventEndpoints[r] == "" {
 				reasons = append(reasons, fmt.Sprintf("kv_events endpoint is required for dp_rank %d", r))
