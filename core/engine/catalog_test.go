@@ -6,6 +6,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -112,6 +113,14 @@ func TestUpsertWorkerReasons(t *testing.T) {
 		{name: "empty endpoint, zero block size, zero dp size", spec: spec(1, func(s *WorkerSpec) {
 			s.Endpoint, s.BlockSize, s.DataParallelSize = ptr(""), ptr(uint32(0)), ptr(uint32(0))
 		}), want: []string{"endpoint is required", "block_size must be greater than 0", "data_parallel_size must be greater than 0"}},
+		{name: "rank range past u32 (would wrap)", spec: spec(1, func(s *WorkerSpec) { s.DataParallelStartRank = ptr(uint32(math.MaxUint32)) }), want: []string{
+			"data_parallel_start_rank + data_parallel_size must not exceed 4294967295"}},
+		{name: "rank range past u32 without KV events", cfg: approxConfig(), spec: spec(1, func(s *WorkerSpec) {
+			s.DataParallelStartRank, s.DataParallelSize = ptr(uint32(math.MaxUint32-1)), ptr(uint32(2))
+		}), want: []string{"data_parallel_start_rank + data_parallel_size must not exceed 4294967295"}},
+		{name: "last representable range", cfg: approxConfig(), spec: spec(1, func(s *WorkerSpec) {
+			s.DataParallelStartRank, s.DataParallelSize = ptr(uint32(math.MaxUint32-2)), ptr(uint32(2))
+		})},
 		{name: "queueing requires max_num_batched_tokens", cfg: &queueCfg, spec: spec(1), want: []string{
 			"max_num_batched_tokens is required while queueing is enabled"}},
 		{name: "queueing satisfied", cfg: &queueCfg, spec: spec(1, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(8192)) })},
