@@ -52,6 +52,7 @@ type Index struct {
 	entries  int    // total (node, owner) entries
 	epoch    uint32 // bumped on every entry change; see node.chg
 	scratch  []uint64
+	prune    []uint32 // scratch of pruneFrom
 	pending  []uint32 // nodes created by the running Store, not yet in children (see flushChildren)
 	sink     uint32 // keeps the cache-warming loads of touchSlot from being optimised away
 }
@@ -283,21 +284,43 @@ func (ix *Index) flushChildren() {
 	ix.pending = ix.pending[:0]
 }
 
-// pruneFrom frees id and then its ancestors while they are empty leaves.
+// pruneFrom frees id and then its ancestors while they are empty leaves. The doomed chain is
+// collected first and its children-table slots touched in one pass, so the table misses of a
+// long chain overlap.
 func (ix *Index) pruneFrom(id uint32) {
+	doomed := ix.prune[:0]
 	for id != 0 {
 		n := &ix.nodes[id]
-		if n.count() != 0 || n.nchild != 0 {
-			return
+		// Every node above the first is an ancestor that loses exactly one child.
+		kids := n.nchild
+		if len(doomed) > 0 {
+			kids--
 		}
+		if n.count() != 0 || kids != 0 {
+			break
+		}
+		doomed = append(doomed, id)
+		id = n.parent
+	}
+	if len(doomed) == 0 {
+		return
+	}
+	var sink uint32
+	for _, d := range doomed {
+		n := &ix.nodes[d]
+		sink += ix.children.touchSlot(n.parent, n.local)
+	}
+	ix.sink += sink
+	for _, d := range doomed {
+		n := &ix.nodes[d]
 		p := n.parent
 		ix.children.del(p, n.local)
 		ix.nodes[p].nchild--
 		*n = node{parent: ix.freeNode, meta: freeMeta}
-		ix.freeNode = id
+		ix.freeNode = d
 		ix.nfree++
-		id = p
 	}
+	ix.prune = doomed[:0]
 	if ix.entries == 0 && len(ix.nodes)-1 == ix.nfree {
 		ix.resetStorage()
 	}
@@ -314,6 +337,7 @@ func (ix *Index) resetStorage() {
 	ix.ents.reset()
 	ix.scratch = nil
 	ix.pending = nil
+	ix.prune = nil
 }
 
 // sameAsParent reports whether node id's (owner, tiers) list equals its parent's, using and
