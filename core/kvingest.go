@@ -145,6 +145,17 @@ func (kv *kvIngest) status(id uint64) map[string]ListenerStatus {
 	return out
 }
 
+// statusCounts counts listeners by status.
+func (kv *kvIngest) statusCounts() map[string]int {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	out := map[string]int{}
+	for _, rl := range kv.subs {
+		out[rl.l.State().Status.String()]++
+	}
+	return out
+}
+
 func (kv *kvIngest) close() {
 	kv.stop()
 	kv.mu.Lock()
@@ -171,6 +182,9 @@ func (s *Service) withListeners(rec WorkerRecord) WorkerRecord {
 // A decoding failure is returned so the listener does not advance its watermark.
 func (rl *rankListener) Apply(_ uint64, payload []byte, _ bool) error {
 	if err := rl.dec.Decode(payload, &rl.b); err != nil {
+		rl.svc.mu.Lock()
+		rl.svc.kvUndecodable++
+		rl.svc.mu.Unlock()
 		return err
 	}
 	owner := rl.src.Owner
@@ -222,7 +236,10 @@ func translate(dst []engine.KVEvent, evs []kvevents.Event) []engine.KVEvent {
 func (s *Service) ApplyKVEvents(o engine.Owner, evs []engine.KVEvent) engine.KVApplyStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.eng.ApplyKVEvents(o, evs)
+	st := s.eng.ApplyKVEvents(o, evs)
+	s.kvStats.Add(st)
+	s.kvBatches++
+	return st
 }
 
 // ClearRankBlocks drops every indexed block of one rank.

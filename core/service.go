@@ -56,6 +56,11 @@ type Service struct {
 	affs    []engine.AffinityEvent // likewise for session bindings
 	bootID  uint64                 // this process's boot id (session-binding writer id)
 
+	// KV ingestion counters (guarded by mu).
+	kvStats       engine.KVApplyStats
+	kvBatches     uint64
+	kvUndecodable uint64
+
 	cfg   Config
 	log   *slog.Logger
 	clock func() time.Time

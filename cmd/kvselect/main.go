@@ -116,7 +116,7 @@ func run(args []string, stderr io.Writer) error {
 	svc.Start()
 	defer func() { _ = svc.Close() }()
 
-	handler := api.New(svc, api.Options{Logger: log})
+	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc)})
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
 		Handler:           handler,

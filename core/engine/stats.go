@@ -1,0 +1,29 @@
+package engine
+
+// PartitionStats describes one partition's size, for metrics and operators.
+type PartitionStats struct {
+	Key          PartitionKey
+	BlockSize    uint32
+	Workers      int // members (schedulable or not)
+	Ranks        int // schedulable (worker, rank) candidates
+	IndexNodes   int
+	IndexEntries int // indexed (block, owner) pairs
+	IndexBytes   int
+	Bookings     int // live bookings, local and mirrored
+	Sessions     int // session bindings
+}
+
+// PartitionStats returns every partition's statistics, sorted by key.
+func (e *Engine) PartitionStats() []PartitionStats {
+	out := make([]PartitionStats, 0, len(e.parts))
+	for _, k := range e.DumpPartitionKeys() {
+		p := e.parts[k]
+		is := p.index.Stats()
+		out = append(out, PartitionStats{
+			Key: k, BlockSize: p.blockSize, Workers: len(p.members), Ranks: len(p.cands),
+			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
+			Bookings: p.tracker.Len(), Sessions: len(p.sessions),
+		})
+	}
+	return out
+}

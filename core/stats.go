@@ -1,0 +1,39 @@
+package core
+
+import (
+	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// Stats is a point-in-time snapshot of the service for metrics.
+type Stats struct {
+	Partitions        []engine.PartitionStats
+	PendingSelections int
+	KV                engine.KVApplyStats // cumulative KV-event application counters
+	KVBatches         uint64              // batches applied
+	KVUndecodable     uint64              // batches that failed to decode
+	ListenersByStatus map[string]int      // nil when KV events are off
+	Replication       *bus.Stats          // nil when replication is off
+}
+
+// Stats returns a snapshot of the service's counters and sizes.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{
+		Partitions:        s.eng.PartitionStats(),
+		PendingSelections: s.eng.PendingSelections(),
+		KV:                s.kvStats,
+		KVBatches:         s.kvBatches,
+		KVUndecodable:     s.kvUndecodable,
+	}
+	kv := s.kv
+	s.mu.Unlock()
+	if kv != nil {
+		st.ListenersByStatus = kv.statusCounts()
+	}
+	if br, ok := s.repl.(*BusReplicator); ok {
+		bs := br.Stats()
+		st.Replication = &bs
+	}
+	return st
+}

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvselect/kvselect/core"
+)
+
+// Metrics holds the HTTP request metrics and serves GET /metrics from a registry that also
+// carries the service's sizes and counters (read at scrape time) and the Go runtime's.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics builds the registry for svc.
+func NewMetrics(svc *core.Service) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvselect_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kvselect_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, serviceCollector{svc},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// statusRecorder captures the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// instrument wraps a route's handler with request counting and latency observation.
+func (m *Metrics) instrument(route string, h httprouter.Handle) httprouter.Handle {
+	if m == nil {
+		return h
+	}
+	lat := m.latency.WithLabelValues(route)
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r, ps)
+		lat.Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+	}
+}
+
+// serviceCollector exports core.Service statistics at scrape time.
+type serviceCollector struct{ svc *core.Service }
+
+var (
+	descIndexEntries = prometheus.NewDesc("kvselect_index_entries", "Indexed (block, owner) pairs.", []string{"model_name", "routing_group"}, nil)
+	descIndexNodes   = prometheus.NewDesc("kvselect_index_nodes", "Prefix index nodes.", []string{"model_name", "routing_group"}, nil)
+	descIndexBytes   = prometheus.NewDesc("kvselect_index_bytes", "Approximate bytes held by the prefix index.", []string{"model_name", "routing_group"}, nil)
+	descRanks        = prometheus.NewDesc("kvselect_schedulable_ranks", "Schedulable (worker, DP rank) candidates.", []string{"model_name", "routing_group"}, nil)
+	descBookings     = prometheus.NewDesc("kvselect_bookings", "Live bookings (local and mirrored from peers).", []string{"model_name", "routing_group"}, nil)
+	descSessions     = prometheus.NewDesc("kvselect_session_bindings", "Session-affinity bindings.", []string{"model_name", "routing_group"}, nil)
+	descPending      = prometheus.NewDesc("kvselect_pending_selections", "Pending selections awaiting POST /reservations.", nil, nil)
+	descKVBlocks     = prometheus.NewDesc("kvselect_kv_blocks_total", "KV-event block operations applied, by kind.", []string{"kind"}, nil)
+	descKVBatches    = prometheus.NewDesc("kvselect_kv_batches_total", "KV-event batches applied.", nil, nil)
+	descKVBad        = prometheus.NewDesc("kvselect_kv_undecodable_batches_total", "KV-event batches that failed to decode.", nil, nil)
+	descListeners    = prometheus.NewDesc("kvselect_kv_listeners", "KV-event listeners by status.", []string{"status"}, nil)
+	descRepl         = prometheus.NewDesc("kvselect_replication_events_total", "Replica-sync events by stream and outcome.", []string{"stream", "outcome"}, nil)
+	descPeers        = prometheus.NewDesc("kvselect_replication_peers", "Configured replica-sync peers.", nil, nil)
+	descMembers      = prometheus.NewDesc("kvselect_replication_members", "Live replicas seen on the bus.", nil, nil)
+)
+
+func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
+		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers} {
+		ch <- d
+	}
+}
+
+func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.svc.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, p := range st.Partitions {
+		m, g := p.Key.Model, p.Key.Group
+		gauge(descIndexEntries, float64(p.IndexEntries), m, g)
+		gauge(descIndexNodes, float64(p.IndexNodes), m, g)
+		gauge(descIndexBytes, float64(p.IndexBytes), m, g)
+		gauge(descRanks, float64(p.Ranks), m, g)
+		gauge(descBookings, float64(p.Bookings), m, g)
+		gauge(descSessions, float64(p.Sessions), m, g)
+	}
+	gauge(descPending, float64(st.PendingSelections))
+	counter(descKVBlocks, float64(st.KV.StoredBlocks), "stored")
+	counter(descKVBlocks, float64(st.KV.RemovedBlocks), "removed")
+	counter(descKVBlocks, float64(st.KV.Cleared), "cleared")
+	counter(descKVBlocks, float64(st.KV.Dropped), "dropped")
+	counter(descKVBlocks, float64(st.KV.SizeMismatches), "block_size_mismatch")
+	counter(descKVBlocks, float64(st.KV.UnknownRemoved), "unknown_removed")
+	counter(descKVBatches, float64(st.KVBatches))
+	counter(descKVBad, float64(st.KVUndecodable))
+	for status, n := range st.ListenersByStatus {
+		gauge(descListeners, float64(n), status)
+	}
+	if r := st.Replication; r != nil {
+		for name, s := range map[string]struct{ pub, perr, odrop, recv, idrop, dec uint64 }{
+			"lifecycle": {r.Lifecycle.Published, r.Lifecycle.PublishErrors, r.Lifecycle.OutboundDropped, r.Lifecycle.Received, r.Lifecycle.InboundDropped, r.Lifecycle.DecodeErrors},
+			"affinity":  {r.Affinity.Published, r.Affinity.PublishErrors, r.Affinity.OutboundDropped, r.Affinity.Received, r.Affinity.InboundDropped, r.Affinity.DecodeErrors},
+		} {
+			counter(descRepl, float64(s.pub), name, "published")
+			counter(descRepl, float64(s.perr), name, "publish_error")
+			counter(descRepl, float64(s.odrop), name, "outbound_dropped")
+			counter(descRepl, float64(s.recv), name, "received")
+			counter(descRepl, float64(s.idrop), name, "inbound_dropped")
+			counter(descRepl, float64(s.dec), name, "decode_error")
+		}
+		gauge(descPeers, float64(r.Peers))
+		gauge(descMembers, float64(r.Members))
+	}
+}
