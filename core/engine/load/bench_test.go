@@ -3,6 +3,7 @@ package load
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -192,4 +193,44 @@ func BenchmarkLoads(b *testing.B) {
 	if len(dst) != len(f.owners) {
 		b.Fatalf("%d loads", len(dst))
 	}
+}
+
+// BenchmarkMemoryPerBooking builds a 512-owner partition with 20k bookings
+// (the fixture's prompt shape) and reports the tracker's own heap per live
+// booking: trie nodes, entries, maps and booking records, excluding the
+// callers' Hashes slices (64 × 8 B each), which the tracker retains.
+func BenchmarkMemoryPerBooking(b *testing.B) {
+	const n = 20_000
+	hashes := make([][]uint64, n)
+	convs := make([]int, n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range hashes {
+		convs[i] = rng.IntN(fixConvs)
+		hashes[i] = chain(fixPrompt(0, convs[i], uint64(i)))
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m-%d", i)
+	}
+	var perBooking float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		tr := NewTracker()
+		for w := range fixOwnersW * fixRanks {
+			tr.AddOwner(Owner{Worker: uint64(w / fixRanks), Rank: uint32(w % fixRanks)})
+		}
+		for i, h := range hashes {
+			o := fixOwnerOf(convs[i])
+			if err := tr.Add(Booking{ID: ids[i], Owner: Owner{Worker: uint64(o / fixRanks), Rank: uint32(o % fixRanks)}, Hashes: h}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perBooking = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(tr)
+	}
+	b.ReportMetric(perBooking, "B/booking")
 }

@@ -61,6 +61,7 @@ func (t *Tracker) checkInvariants() error {
 
 	// Nodes: entries match the references, children counts, chains.
 	children := map[uint32]uint32{}
+	childXor := map[uint32]uint32{}
 	free := map[uint32]bool{}
 	for _, n := range t.freeNodes {
 		free[n] = true
@@ -81,6 +82,7 @@ func (t *Tracker) checkInvariants() error {
 		}
 		if nd.parent != nilNode {
 			children[nd.parent]++
+			childXor[nd.parent] ^= uint32(n)
 		}
 		for i, e := range nd.ents {
 			if i > 0 && t.ord[nd.ents[i-1].slot] >= t.ord[e.slot] {
@@ -104,8 +106,9 @@ func (t *Tracker) checkInvariants() error {
 		return fmt.Errorf("%d references without entries", len(refs))
 	}
 	for n := 1; n < len(t.nodes); n++ {
-		if !free[uint32(n)] && t.nodes[n].children != children[uint32(n)] {
-			return fmt.Errorf("node %d children %d, want %d", n, t.nodes[n].children, children[uint32(n)])
+		if !free[uint32(n)] && (t.nodes[n].children != children[uint32(n)] || t.nodes[n].childXor != childXor[uint32(n)]) {
+			return fmt.Errorf("node %d children %d (xor %d), want %d (xor %d)",
+				n, t.nodes[n].children, t.nodes[n].childXor, children[uint32(n)], childXor[uint32(n)])
 		}
 	}
 	for h, n := range t.heads {

@@ -33,6 +33,9 @@ type node struct {
 	parent   uint32
 	sameNext uint32
 	children uint32
+	// childXor is the XOR of the children's indices: with one child, it is
+	// that child (used to re-merge a node with its only child).
+	childXor uint32
 }
 
 // entry is one owner's share of a node.
@@ -93,11 +96,12 @@ func (t *Tracker) newNode(parent uint32, edge []uint64) uint32 {
 		t.nodes = append(t.nodes, node{})
 	}
 	nd := &t.nodes[n]
-	nd.edge, nd.parent, nd.children = edge, parent, 0
+	nd.edge, nd.parent, nd.children, nd.childXor = edge, parent, 0, 0
 	nd.ents = nd.ents[:0]
 	t.link(n)
 	if parent != nilNode {
 		t.nodes[parent].children++
+		t.nodes[parent].childXor ^= n
 	}
 	return n
 }
@@ -108,8 +112,15 @@ func (t *Tracker) dropNode(n uint32) {
 	nd := &t.nodes[n]
 	if nd.parent != nilNode {
 		t.nodes[nd.parent].children--
+		t.nodes[nd.parent].childXor ^= n
 	}
-	nd.edge, nd.parent = nil, nilNode
+	t.recycle(n)
+}
+
+// recycle returns an unlinked node to the free list.
+func (t *Tracker) recycle(n uint32) {
+	nd := &t.nodes[n]
+	nd.edge, nd.parent, nd.children, nd.childXor = nil, nilNode, 0, 0
 	nd.ents = nd.ents[:0]
 	t.freeNodes = append(t.freeNodes, n)
 }
@@ -127,9 +138,10 @@ func (t *Tracker) split(n uint32, m int) uint32 {
 	// newNode counted p as an extra child of parent; n leaves it below.
 	if parent != nilNode {
 		t.nodes[parent].children--
+		t.nodes[parent].childXor ^= n
 	}
 	t.nodes[p].ents = append(t.nodes[p].ents, t.nodes[n].ents...)
-	t.nodes[p].children = 1
+	t.nodes[p].children, t.nodes[p].childXor = 1, n
 	nd := &t.nodes[n]
 	nd.edge, nd.parent = edge[m:], p
 	t.link(n)
@@ -214,8 +226,10 @@ func (t *Tracker) acquire(slot uint32, h []uint64) uint32 {
 
 // release removes one booking of owner slot whose prompt path ends at tail:
 // every node on the path loses one reference of the owner; entries that reach
-// zero take their weight off the owner, and nodes left without entries are
-// recycled.
+// zero take their weight off the owner, nodes left without entries are
+// recycled, and a node left with one child that carries the same entries is
+// merged into it (see mergeChild), so splits made for bookings that are gone
+// do not lengthen later walks.
 func (t *Tracker) release(slot uint32, tail uint32) {
 	st := &t.owners[slot]
 	for n := tail; n != nilNode; {
@@ -232,9 +246,36 @@ func (t *Tracker) release(slot uint32, tail uint32) {
 		// No entries means no booking passes here, hence no children.
 		if len(nd.ents) == 0 && nd.children == 0 {
 			t.dropNode(n)
+		} else if nd.children == 1 {
+			t.mergeChild(n)
 		}
 		n = parent
 	}
+}
+
+// mergeChild merges node n into its only child c when both carry the same
+// entries (owners, counts and weights): then no booking ends at n and the
+// split between them no longer means anything. c keeps its identity (booking
+// tails may point at it) and takes n's place and edge prefix; n is
+// recycled. The joined edge is a fresh slice (one allocation).
+func (t *Tracker) mergeChild(n uint32) {
+	c := t.nodes[n].childXor
+	if !slices.Equal(t.nodes[n].ents, t.nodes[c].ents) {
+		return
+	}
+	t.unlink(n)
+	t.unlink(c)
+	ne, ce := t.nodes[n].edge, t.nodes[c].edge
+	edge := make([]uint64, len(ne)+len(ce))
+	copy(edge[copy(edge, ne):], ce)
+	parent := t.nodes[n].parent
+	cn := &t.nodes[c]
+	cn.edge, cn.parent = edge, parent
+	t.link(c)
+	if parent != nilNode {
+		t.nodes[parent].childXor ^= n ^ c // c replaces n; the count is unchanged
+	}
+	t.recycle(n)
 }
 
 // decay sets weight w on the blocks of the path ending at tail that only
