@@ -39,14 +39,16 @@
 // The prompt blocks of all owners live in one partition-wide compressed trie
 // keyed by tracking hash. Each trie node covers a run of hashes (an edge) that
 // every booking passing through it covers entirely, so each node carries one
-// list of (owner, reference count, weight) entries, sorted by owner slot, that
-// is valid for every block of its edge. A node is split whenever a booking
-// diverges or ends inside its edge. Nodes are found by the first hash of
-// their edge under a given parent, through one hash map; walking a prompt
-// therefore costs one map lookup per edge, not per block.
+// list of (owner, reference count, weight) entries, sorted by owner, that is
+// valid for every block of its edge. A node is split whenever a booking
+// diverges or ends inside its edge, and merged back into its only child when
+// a release leaves the two with identical entries. Nodes are found by the
+// first hash of their edge under a given parent, through one hash map;
+// walking a prompt therefore costs one map lookup per edge, not per block.
 // [Tracker.ActivePrefix] walks the query's hashes down this trie once and
 // reports, for every owner met, how far its live prefix reaches; owners drop
-// out at the node boundary where their entry stops.
+// out at the node boundary where their entry stops, in owner order, so the
+// answer is a merge of a few sorted runs.
 //
 // Tracking hashes must be chained: a hash determines the whole prefix before
 // it. The trie is path-based, so input that breaks this contract cannot
