@@ -141,6 +141,20 @@ func WaitInterest(t testing.TB, srv *server.Server, subject string) {
 	})
 }
 
+// WaitInterestCount waits until srv counts at least n subscriptions
+// matching subject in the global account, local ones and those of remote
+// servers learned over routes alike. Use it when one local subscriber
+// would satisfy WaitInterest but the test needs the remote ones too.
+func WaitInterestCount(t testing.TB, srv *server.Server, subject string, n int) {
+	t.Helper()
+	WaitFor(t, ReadyTimeout, func() error {
+		if got := srv.GlobalAccount().Interest(subject); got < n {
+			return fmt.Errorf("server %s has %d subscriptions on %q, want >= %d", srv.Name(), got, subject, n)
+		}
+		return nil
+	})
+}
+
 // testLogger routes server logs to the test log.
 type testLogger struct{ t testing.TB }
 

@@ -59,6 +59,10 @@ func TestRunClusterAndInterest(t *testing.T) {
 		t.Fatal(err)
 	}
 	WaitInterest(t, servers[0], "x.y")
+	WaitInterestCount(t, servers[1], "x.y", 1) // learned over a route
+	if n := servers[2].GlobalAccount().Interest("x.y"); n != 1 {
+		t.Fatalf("local interest count %d, want 1", n)
+	}
 	pub, err := nats.Connect(servers[0].ClientURL())
 	if err != nil {
 		t.Fatal(err)
