@@ -50,6 +50,7 @@ type partition struct {
 	tracker   *load.Tracker
 	approx    *approxTTL // non-nil when the index is fed by bookings (use_kv_events=false)
 	sessions  map[string]*binding
+	seeds     map[keyedSeedKey][2]uint64 // keyed tracking-hash seeds by scope (keyed mode only)
 }
 
 func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {

@@ -120,7 +120,7 @@ func (e *Engine) normalizeTokens(p *partition, pr *Prompt, tokens []uint32, mmIn
 			n.seq[i] = e.rng.Uint64()
 		}
 	case e.keyed != nil:
-		blockSeed, chainSeed := e.keyed.Seeds(p.key.Model, p.key.Group, p.blockSize, salt, n.lora, eagle)
+		blockSeed, chainSeed := p.keyedSeeds(e.keyed, salt, n.lora, eagle)
 		tracked := kvhash.BlockHashes(nil, tokens, bs, blockSeed, eagle, mm)
 		n.seq = kvhash.SequenceHashes(tracked[:0:0], tracked, chainSeed)
 	default:
@@ -145,4 +145,25 @@ func toI64(in []uint64) []int64 {
 		out[i] = int64(v)
 	}
 	return out
+}
+
+// keyedSeedKey identifies a keyed-hash scope within a partition.
+type keyedSeedKey struct {
+	salt, lora string
+	eagle      bool
+}
+
+// keyedSeeds returns (and caches: deriving them costs a keyed BLAKE3 run) the keyed-xxh3-v1
+// seeds for a scope of this partition. The cache is bounded: past 4096 scopes it is reset.
+func (p *partition) keyedSeeds(k *kvhash.KeyedScheme, salt, lora string, eagle bool) (uint64, uint64) {
+	key := keyedSeedKey{salt, lora, eagle}
+	if s, ok := p.seeds[key]; ok {
+		return s[0], s[1]
+	}
+	if p.seeds == nil || len(p.seeds) >= 4096 {
+		p.seeds = make(map[keyedSeedKey][2]uint64)
+	}
+	b, c := k.Seeds(p.key.Model, p.key.Group, p.blockSize, salt, lora, eagle)
+	p.seeds[key] = [2]uint64{b, c}
+	return b, c
 }
