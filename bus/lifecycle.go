@@ -183,6 +183,13 @@ func (a *AddData) encode(enc *msgpack.Encoder) error {
 
 // decodeBody reads the body array. Add's token slice is reused when l
 // already holds one (Decoder.DecodeInto on a recycled event).
+//
+// Tolerance rules applied here: a body with more than lifecycleFields
+// elements is from a newer sender and its extra elements are skipped; a
+// body with fewer is malformed (fields are never removed from the wire).
+// Integer fields reject values that overflow their Go type rather than
+// truncating them, so a corrupt rank can never alias a real one.
+// Every field is overwritten, so a recycled event keeps nothing stale.
 func (l *Lifecycle) decodeBody(d *Decoder) error {
 	n, err := d.arrayLen()
 	if err != nil {
@@ -237,6 +244,10 @@ func (l *Lifecycle) decodeBody(d *Decoder) error {
 	return l.Validate()
 }
 
+// decode reads an AddData array. A nil token sequence decodes as empty,
+// and expected_output nil means HasExpectedOutput false with
+// ExpectedOutputTokens zero: decoded values are always in the canonical
+// form the encoder would produce, which keeps round trips exact.
 func (a *AddData) decode(d *Decoder) error {
 	n, err := d.arrayLen()
 	if err != nil {
