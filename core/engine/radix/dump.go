@@ -22,6 +22,9 @@ type DumpEvent struct {
 // visit returns false to stop early. visit must not call any method of ix (the index carries
 // scratch marks during the walk). Dump allocates O(nodes) temporary memory for the traversal.
 func (ix *Index) Dump(visit func(DumpEvent) bool) {
+	if visit == nil {
+		return
+	}
 	order := ix.bfsOrder()
 	defer func() {
 		for _, id := range order {

@@ -54,7 +54,7 @@ type Index struct {
 	scratch  []uint64
 	prune    []uint32 // scratch of pruneFrom
 	pending  []uint32 // nodes created by the running Store, not yet in children (see flushChildren)
-	sink     uint32 // keeps the cache-warming loads of touchSlot from being optimised away
+	sink     uint32   // keeps the cache-warming loads of touchSlot from being optimised away
 }
 
 // node is one radix node (32 bytes, no pointers).

@@ -47,6 +47,9 @@ type liveOwner struct {
 // parent's are crossed in O(1) via a cached flag), plus O(reported owners + all owners/64) to
 // emit in Owner order. No allocation once m has grown to the index's owner count.
 func (ix *Index) Match(local []uint64, m *Match) {
+	if m == nil {
+		return
+	}
 	m.Owners = m.Owners[:0]
 	m.live = m.live[:0]
 	if nr := len(ix.own.sorted); len(m.cnt) < nr {
@@ -101,34 +104,40 @@ func (m *Match) record(r, phase uint32, c int32) {
 	}
 }
 
-// matchFirstStep leaves implicit mode at node id (block i): merges the first node's entries
-// (all in their initial phase since block 0) with id's, materialising the survivors.
+// matchFirstStep leaves implicit mode at node id (block i ≥ 1): merges the first node's entries
+// (all in their initial phase since block 0) with id's, materialising the survivors. Owners
+// absent from id finish with count i in their initial phase; this loop is the O(owners) part of
+// a match along a widely shared prefix, so it works on local slices only.
 func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 	fk := ix.keysOf(&ix.nodes[first])
 	keys := ix.keysOf(&ix.nodes[id])
-	rankOf := ix.own.rankOf
+	rankOf, cnt, hit := ix.own.rankOf, m.cnt, m.hit
 	j := 0
 	for _, kx := range fk {
 		idx := ownerOf(kx)
-		for j < len(keys) && ownerOf(keys[j]) < idx {
-			j++
-		}
 		phase := uint32(bits.TrailingZeros32(kx))
-		if j < len(keys) && ownerOf(keys[j]) == idx {
-			k := keys[j]
-			if k&(1<<phase) != 0 {
-				m.live = append(m.live, liveOwner{idx: idx, rank: rankOf[idx], phase: phase})
-				continue
+		if j < len(keys) {
+			for j < len(keys) && ownerOf(keys[j]) < idx {
+				j++
 			}
-			if higher := (k & tierMask) >> (phase + 1); higher != 0 {
-				r := rankOf[idx]
-				m.record(r, phase, i)
-				m.live = append(m.live, liveOwner{idx: idx, rank: r,
-					phase: phase + 1 + uint32(bits.TrailingZeros32(higher)), start: i})
-				continue
+			if j < len(keys) && ownerOf(keys[j]) == idx {
+				k := keys[j]
+				if k&(1<<phase) != 0 {
+					m.live = append(m.live, liveOwner{idx: idx, rank: rankOf[idx], phase: phase})
+					continue
+				}
+				if higher := (k & tierMask) >> (phase + 1); higher != 0 {
+					r := rankOf[idx]
+					m.record(r, phase, i)
+					m.live = append(m.live, liveOwner{idx: idx, rank: r,
+						phase: phase + 1 + uint32(bits.TrailingZeros32(higher)), start: i})
+					continue
+				}
 			}
 		}
-		m.record(rankOf[idx], phase, i)
+		r := rankOf[idx]
+		cnt[r][phase&(uint32(NumTiers)-1)] = i
+		hit[r/64] |= 1 << (r % 64)
 	}
 }
 

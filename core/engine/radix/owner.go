@@ -56,9 +56,9 @@ func ParseTier(s string) (t Tier, ok bool) {
 	return 0, false
 }
 
-// maxOwners caps interned owners so that an index fits in an entryKey (32-keyShift bits) and
-// every node's entry list fits a slab chunk.
-const maxOwners = 1 << (32 - keyShift)
+// maxOwners caps interned owners so that an index fits in an entryKey (32-keyShift bits), a
+// node's entry count fits node.meta's 26 count bits, and every entry list fits a slab chunk.
+const maxOwners = 1 << maxClass
 
 // owners interns Owner values to dense uint32 indices so that node entries can hold 4-byte keys.
 //
