@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 
 // unmarshal decodes one JSON value, rejecting trailing data.
 func unmarshal(body []byte, v any) error {
+	// Every body is a JSON object. encoding/json decodes a bare null into a struct as a no-op,
+	// which would run the handler on an empty request; serde rejects it as a data error (422).
+	if bytes.Equal(bytes.Trim(body, " \t\r\n"), []byte("null")) {
+		return &httpError{errUnprocessable, "Failed to deserialize the JSON body into the target type: invalid type: null, expected a JSON object"}
+	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	if err := dec.Decode(v); err != nil {
 		return classify(err)
