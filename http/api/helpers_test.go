@@ -71,6 +71,14 @@ type harness struct {
 	client *http.Client
 }
 
+// on returns a view of the harness that reports failures to t: subtests must use it, since a
+// failure may only stop the goroutine of the test it is reported to.
+func (h *harness) on(t testing.TB) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
 // setup configures a harness before it starts.
 type setup struct {
 	kvEvents bool                 // index from (never started) ZMQ listeners instead of bookings

@@ -141,7 +141,8 @@ func TestReservationExplicit(t *testing.T) {
 	}
 	for _, tc := range rejections {
 		t.Run(tc.name, func(t *testing.T) {
-			h.wantError(h.do("POST", "/reservations", tc.body), tc.status, tc.fragments...)
+			hs := h.on(t)
+			hs.wantError(hs.do("POST", "/reservations", tc.body), tc.status, tc.fragments...)
 		})
 	}
 }

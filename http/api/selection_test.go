@@ -338,7 +338,8 @@ func TestSelectRejections(t *testing.T) {
 	for _, tc := range cases {
 		for _, path := range []string{"/select", "/select_and_reserve"} {
 			t.Run(tc.name+" "+path, func(t *testing.T) {
-				h.wantError(h.do("POST", path, tc.body), tc.status, tc.fragment)
+				hs := h.on(t)
+				hs.wantError(hs.do("POST", path, tc.body), tc.status, tc.fragment)
 			})
 		}
 	}

@@ -194,7 +194,8 @@ func TestPostWorkerRejections(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h.wantError(h.do("POST", "/workers", tc.body), tc.status, tc.fragment)
+			hs := h.on(t)
+			hs.wantError(hs.do("POST", "/workers", tc.body), tc.status, tc.fragment)
 		})
 	}
 	if n := len(h.arr(http.StatusOK, "GET", "/workers", "")); n != 0 {
