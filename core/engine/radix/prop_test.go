@@ -2,6 +2,7 @@ package radix
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -198,16 +199,62 @@ func TestDumpRoundTrip(t *testing.T) {
 // TestDumpStopsEarly checks that visit returning false ends the walk and leaves no scratch marks.
 func TestDumpStopsEarly(t *testing.T) {
 	ix := New()
-	o := Owner{Worker: 1}
-	mustStore(t, ix, o, TierDevice, 0, false, chain(1, 5))
-	mustStore(t, ix, o, TierHostPinned, 0, false, chain(1, 5))
+	for w := range uint64(3) {
+		mustStore(t, ix, Owner{Worker: w}, TierDevice, 0, false, chain(w*100, 5))
+		mustStore(t, ix, Owner{Worker: w}, TierHostPinned, 0, false, chain(w*100, 5))
+	}
 	calls := 0
 	ix.Dump(func(DumpEvent) bool { calls++; return calls < 3 })
 	if calls != 3 {
 		t.Fatalf("visit called %d times after returning false, want 3", calls)
 	}
 	checkInvariants(t, ix) // fails if a mark bit was left behind
-	if got := len(dumpMultiset(ix)); got != 10 {
-		t.Fatalf("full dump has %d events, want 10", got)
+	if got := len(dumpMultiset(ix)); got != 30 {
+		t.Fatalf("full dump has %d block events, want 30", got)
 	}
+	ix.Dump(nil) // ignored, must not panic
+}
+
+// TestDumpMergesSingleOwnerRuns checks the shape of merged events: a shared head is emitted per
+// owner and block, a tail held by one owner with one tier set is one multi-block event.
+func TestDumpMergesSingleOwnerRuns(t *testing.T) {
+	ix := New()
+	mustStore(t, ix, a0, TierDevice, 0, false, chain(10, 6))
+	mustStore(t, ix, b0, TierDevice, 0, false, chain(30, 2))
+	mustStore(t, ix, a0, TierHostPinned, 10, true, chainFrom(11, 1, 1))
+	type ev struct {
+		o      Owner
+		tier   Tier
+		parent uint64
+		has    bool
+		ext    []uint64
+	}
+	var got []ev
+	ix.Dump(func(e DumpEvent) bool {
+		x := ev{o: e.Owner, tier: e.Tier, parent: e.Parent, has: e.HasParent}
+		for _, b := range e.Blocks {
+			x.ext = append(x.ext, b.External)
+		}
+		got = append(got, x)
+		return true
+	})
+	// Depth 1: a0 and b0 (one event each); depth 2: a0 device, a0 host, b0; then a0's tail
+	// (blocks 12..15, device only) as one run.
+	want := map[string]bool{
+		"{{1 0} device 0 false [10]}":          true,
+		"{{2 0} device 0 false [30]}":          true,
+		"{{1 0} device 10 true [11]}":          true,
+		"{{1 0} host_pinned 10 true [11]}":     true,
+		"{{2 0} device 30 true [31]}":          true,
+		"{{1 0} device 11 true [12 13 14 15]}": true,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events %+v, want %d", len(got), got, len(want))
+	}
+	for _, e := range got {
+		if k := fmt.Sprintf("{%v %s %d %v %v}", e.o, e.tier, e.parent, e.has, e.ext); !want[k] {
+			t.Fatalf("unexpected event %s (all: %+v)", k, got)
+		}
+	}
+	checkInvariants(t, ix)
 }

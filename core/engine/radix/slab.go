@@ -25,12 +25,15 @@ type slab struct {
 // has owner indices, which is capped at maxOwners ≤ 1<<maxClass).
 const maxClass = 26
 
-// entryKey packs an owner index and its tier bits: idx<<keyShift | mark<<4 | tiers. Sorting keys
-// sorts by owner index. The mark bit is scratch space for Dump and is zero outside it.
+// entryKey packs an owner index and its tier bits: idx<<keyShift | done<<5 | mark<<4 | tiers.
+// Sorting keys sorts by owner index. The mark and done bits are scratch space for Dump
+// (reachable; already emitted in a merged chain) and are zero outside it.
 const (
-	keyShift = 5
-	tierMask = 1<<NumTiers - 1
-	markBit  = 1 << 4
+	keyShift  = 6
+	tierMask  = 1<<NumTiers - 1
+	markBit   = 1 << 4
+	doneBit   = 1 << 5
+	scratchMs = markBit | doneBit
 )
 
 func ownerOf(key uint32) uint32 { return key >> keyShift }
