@@ -179,6 +179,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	if p == nil {
 		p = newPartition(w.key, w.blockSize(), deref(spec.IsEagle, false), !e.cfg.UseKVEvents)
 		e.parts[w.key] = p
+		e.adoptRecovered(p)
 	}
 	p.members[id] = w
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {

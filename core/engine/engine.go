@@ -34,6 +34,9 @@ type Engine struct {
 	affSeq   uint64
 	affOut   []AffinityEvent
 
+	// recovery holds recovered indexes waiting for their partition (recovery.go).
+	recovery recoveryState
+
 	// scratch buffers reused across selections (the engine is single-threaded).
 	scratch selectScratch
 }
