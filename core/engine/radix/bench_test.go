@@ -198,3 +198,22 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 	b.ReportMetric(perEntry, "B/entry")
 	b.ReportMetric(estimate, "est-B/entry")
 }
+
+// BenchmarkDump: one op = a full Dump of the 1.07M-entry workload index; reports events emitted
+// and blocks per event (single-owner runs are merged).
+func BenchmarkDump(b *testing.B) {
+	_, ix := benchSetup(b)
+	var events, blocks int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		events, blocks = 0, 0
+		ix.Dump(func(ev DumpEvent) bool {
+			events++
+			blocks += len(ev.Blocks)
+			return true
+		})
+	}
+	b.ReportMetric(float64(events), "events")
+	b.ReportMetric(float64(blocks)/float64(events), "blocks/event")
+}
