@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,12 +309,23 @@ func startListener(t testing.TB, cfg Config) *Listener {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() { _ = l.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("Close hung in cleanup")
+		}
+	})
 	return l
 }
 
-// silentTCP accepts TCP connections and never speaks ZMTP.
-func silentTCP(t testing.TB) string {
+// silentTCP accepts TCP connections and never speaks ZMTP. It returns the
+// endpoint and a function that reports whether the peer's ZMTP greeting
+// has arrived on an accepted connection (so the peer is blocked in the
+// handshake).
+func silentTCP(t testing.TB) (string, func() bool) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -320,6 +333,7 @@ func silentTCP(t testing.TB) string {
 	}
 	var conns []net.Conn
 	var mu sync.Mutex
+	var greeted atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -331,6 +345,12 @@ func silentTCP(t testing.TB) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			go func() {
+				var b [10]byte // ZMTP signature
+				if _, err := io.ReadFull(c, b[:]); err == nil {
+					greeted.Store(true)
+				}
+			}()
 		}
 	}()
 	t.Cleanup(func() {
@@ -342,7 +362,7 @@ func silentTCP(t testing.TB) string {
 		}
 		mu.Unlock()
 	})
-	return "tcp://" + ln.Addr().String()
+	return "tcp://" + ln.Addr().String(), greeted.Load
 }
 
 // freeEndpoint returns a tcp endpoint on a port nobody listens on.
