@@ -1,0 +1,171 @@
+package mockworker
+
+// blockCache is one rank's KV cache of full blocks, keyed by engine block hash, with vLLM-style
+// prefix caching: blocks in use by running requests are pinned (reference counted); released
+// blocks stay cached on an LRU list and are evicted least-recently-used first when room is
+// needed. Eviction happens only when blocks are stored, and never touches pinned blocks, so the
+// cache may hold more than capacity blocks while everything is pinned.
+//
+// Invariants: every entry with refs == 0 is on the LRU list and no pinned entry is;
+// len(entries) == pinned + (length of the LRU list).
+//
+// A blockCache is not safe for concurrent use; its rank's mutex guards it.
+type blockCache struct {
+	capacity int
+	entries  map[uint64]*cacheEntry
+	head     cacheEntry // LRU sentinel: head.next is the least recently used
+	pinned   int
+	// overcommits counts store calls that left the cache above capacity.
+	overcommits uint64
+	// gen numbers store calls, to tell blocks created by the current call apart.
+	gen uint64
+}
+
+type cacheEntry struct {
+	hash       uint64
+	refs       int
+	gen        uint64 // store call that created the entry
+	prev, next *cacheEntry
+}
+
+func newBlockCache(capacity int) *blockCache {
+	c := &blockCache{capacity: capacity, entries: make(map[uint64]*cacheEntry)}
+	c.head.prev, c.head.next = &c.head, &c.head
+	return c
+}
+
+func (c *blockCache) unlink(e *cacheEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+// pushMRU appends e at the most-recently-used end.
+func (c *blockCache) pushMRU(e *cacheEntry) {
+	e.prev, e.next = c.head.prev, &c.head
+	c.head.prev.next = e
+	c.head.prev = e
+}
+
+// prefix returns how many leading hashes are cached.
+func (c *blockCache) prefix(hashes []uint64) int {
+	for i, h := range hashes {
+		if _, ok := c.entries[h]; !ok {
+			return i
+		}
+	}
+	return len(hashes)
+}
+
+// pinEntry adds a reference to e, taking it off the LRU list if it was unpinned.
+func (c *blockCache) pinEntry(e *cacheEntry) {
+	if e.refs == 0 {
+		c.unlink(e)
+		c.pinned++
+	}
+	e.refs++
+}
+
+// pin adds a reference to each cached hash (uncached ones are ignored).
+func (c *blockCache) pin(hashes []uint64) {
+	for _, h := range hashes {
+		if e, ok := c.entries[h]; ok {
+			c.pinEntry(e)
+		}
+	}
+}
+
+// storeResult is what one store did: evicted hashes in eviction order (LRU first) and the
+// newly cached blocks as [start, end) index ranges into the stored hash list.
+type storeResult struct {
+	evicted []uint64
+	runs    [][2]int
+}
+
+// store caches hashes[from:], each occurrence pinned once (hashes[:from] are already pinned by
+// the caller). Hashes already cached (another request computed them meanwhile) are pinned, not
+// re-stored. Room for the new blocks is made first by evicting unpinned LRU blocks, so a new
+// block never evicts a block pinned by this call. res receives what was evicted and the runs
+// of newly stored blocks; its slices are reused across calls.
+//
+// A hash repeated within hashes (impossible for a chained hash short of a collision) is stored
+// once; the repeat is pinned again and ends the run, so every run is a valid parent chain.
+func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
+	res.evicted, res.runs = res.evicted[:0], res.runs[:0]
+	c.gen++
+	need := 0
+	for _, h := range hashes[from:] {
+		if e, ok := c.entries[h]; ok {
+			c.pinEntry(e)
+		} else {
+			need++
+		}
+	}
+	for len(c.entries)+need > c.capacity && c.head.next != &c.head {
+		e := c.head.next
+		c.unlink(e)
+		delete(c.entries, e.hash)
+		res.evicted = append(res.evicted, e.hash)
+	}
+	if need == 0 {
+		return
+	}
+	start := -1
+	for i := from; i < len(hashes); i++ {
+		h := hashes[i]
+		if e, ok := c.entries[h]; ok {
+			if e.gen == c.gen { // repeat of a block stored by this call
+				c.pinEntry(e)
+			}
+			if start >= 0 {
+				res.runs = append(res.runs, [2]int{start, i})
+				start = -1
+			}
+			continue
+		}
+		c.entries[h] = &cacheEntry{hash: h, refs: 1, gen: c.gen}
+		c.pinned++
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		res.runs = append(res.runs, [2]int{start, len(hashes)})
+	}
+	if len(c.entries) > c.capacity {
+		c.overcommits++
+	}
+}
+
+// release drops one reference from each hash, tail first; blocks whose last reference goes
+// become most recently used in that order, so a request's deepest blocks are evicted first.
+func (c *blockCache) release(hashes []uint64) {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		e, ok := c.entries[hashes[i]]
+		if !ok || e.refs == 0 {
+			continue
+		}
+		e.refs--
+		if e.refs == 0 {
+			c.pinned--
+			c.pushMRU(e)
+		}
+	}
+}
+
+// clear drops every block; it reports false (and changes nothing) while any block is pinned.
+func (c *blockCache) clear() bool {
+	if c.pinned > 0 {
+		return false
+	}
+	clear(c.entries)
+	c.head.prev, c.head.next = &c.head, &c.head
+	return true
+}
+
+// used returns the fraction of capacity pinned by running requests, capped at 1.
+func (c *blockCache) used() float64 {
+	if c.capacity <= 0 {
+		return 1
+	}
+	return min(1, float64(c.pinned)/float64(c.capacity))
+}
