@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type options struct {
 	aibrixPath        string
 	aibrixTokenFile   string
 	aibrixPolicyFile  string
+	selectionPolicy   string
 	logLevel          string
 	logFormat         string
 	sweepInterval     time.Duration
@@ -93,6 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.aibrixPath, "aibrix-path", "/v1alpha1/select", "path of the AIBrix external-routing decision endpoint")
 	fs.StringVar(&o.aibrixTokenFile, "aibrix-auth-token-file", "", "bearer tokens accepted by the AIBrix endpoint (one per line)")
 	fs.StringVar(&o.aibrixPolicyFile, "aibrix-policy-file", "", "AIBrix operator policy (YAML or JSON)")
+	fs.StringVar(&o.selectionPolicy, "selection-policy", envOr("KVSELECT_SELECTION_POLICY", "kvselect"),
+		"cost function: kvselect (default; estimated time to first token with cache affinity) or dynamo (Dynamo's formula, exactly)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
@@ -116,6 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 
 // applyFlags overlays the Dynamo CLI overrides on the environment's router configuration.
 func (o *options) applyFlags(c *engine.Config) {
+	c.Policy = o.selectionPolicy
 	if o.assumeKVReuse {
 		c.AssumeKVReuse = true
 	}
@@ -135,6 +140,14 @@ func (o *options) applyFlags(c *engine.Config) {
 	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
 	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
 	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
+}
+
+// envOr returns the environment variable's value, or def when unset or empty.
+func envOr(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

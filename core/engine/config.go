@@ -10,21 +10,22 @@ import (
 // KvRouterConfig, spec §13.1). The zero value is not valid: start from DefaultConfig. Every field
 // keeps Dynamo's name and default so that DYN_ROUTER_* settings reproduce Dynamo's behaviour.
 type Config struct {
-	OverlapScoreCredit        float64 // credit per device-cached block (1.0)
-	OverlapScoreCreditDecay   float64 // credit decay with relative prefill load (0)
-	PrefillLoadScale          float64 // weight of the prefill term (1.0)
-	DecodeActiveRequestWeight float64 // cost per active request (0)
-	// DecodeLoadScale weighs the decode term (active + new blocks) of the cost. 1.0 is Dynamo's
-	// formula; kvselect's default policy lowers it (see KVSelectConfig).
-	DecodeLoadScale float64
-	// CreditBookedPrefix credits, on each rank, the leading prompt blocks already booked there by
-	// live requests as if they were cached: they are cached or being computed right now, but
-	// their KV events have not arrived yet. Off in Dynamo's formula.
-	CreditBookedPrefix bool
-	// UnclampedPrefill drops the max(0, ·) around the prefill term, so a cached block keeps
-	// lowering the cost even when it exceeds the rank's queued prefill work: the credit then acts
-	// as a fixed exchange rate between cached blocks and queued blocks. Off in Dynamo's formula.
-	UnclampedPrefill           bool
+	// Policy names the cost function: PolicyDynamo (Dynamo's formula, spec §5.3, the default of
+	// DefaultConfig) or PolicyKVSelect (see kvselect_cost.go and KVSelectDefaults).
+	Policy string
+	// Prefill-time model of the kvselect policy: prefill_ms(t) = A·t² + B·t + C for t uncached
+	// tokens (defaults: the Dynamo mocker's polynomial).
+	PrefillModelA, PrefillModelB, PrefillModelC float64
+	// AffinityWeight is the kvselect policy's value of keeping a cached prefix where it is, in
+	// multiples of the linear prefill time the cached tokens save (default 60), discounted by
+	// 1/(1 + queue_ms/AffinityQueueMS) so that a heavily queued rank loses its pull (default
+	// 3000 ms).
+	AffinityWeight             float64
+	AffinityQueueMS            float64
+	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
+	OverlapScoreCreditDecay    float64 // credit decay with relative prefill load (0)
+	PrefillLoadScale           float64 // weight of the prefill term (1.0)
+	DecodeActiveRequestWeight  float64 // cost per active request (0)
 	HostCacheHitWeight         float64 // credit per host-pinned extension block (0.75)
 	DiskCacheHitWeight         float64 // credit per disk/external extension block (0.25)
 	SharedCacheMultiplier      float64 // credit per shared-cache block beyond device (0)
@@ -55,6 +56,20 @@ type Config struct {
 	ApproximateLRUFallbackWarn bool          // set by Validate when lru falls back to ttl
 }
 
+// Cost-function policies.
+const (
+	PolicyDynamo   = "dynamo"
+	PolicyKVSelect = "kvselect"
+)
+
+// KVSelectDefaults returns Dynamo's defaults with kvselect's own cost function selected: the
+// configuration the kvselect binary runs with unless told otherwise.
+func KVSelectDefaults() Config {
+	c := DefaultConfig()
+	c.Policy = PolicyKVSelect
+	return c
+}
+
 // Tracking-hash algorithm names.
 const (
 	TrackingPublic = "public-xxh3-v1"
@@ -68,9 +83,14 @@ const DefaultPrefillCapacity = 10_000_000
 // DefaultConfig returns Dynamo's defaults.
 func DefaultConfig() Config {
 	return Config{
+		Policy:                   PolicyDynamo,
+		PrefillModelA:            4.209989e-07,
+		PrefillModelB:            1.518344e-02,
+		PrefillModelC:            16.50142,
+		AffinityWeight:           60,
+		AffinityQueueMS:          3000,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
-		DecodeLoadScale:          1.0,
 		HostCacheHitWeight:       0.75,
 		DiskCacheHitWeight:       0.25,
 		UseKVEvents:              true,
@@ -99,6 +119,11 @@ func (c *Config) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("invalid KV router configuration: "+format, args...)
 	}
+	switch c.Policy {
+	case PolicyDynamo, PolicyKVSelect:
+	default:
+		return fail("selection_policy must be %s or %s, got %q", PolicyDynamo, PolicyKVSelect, c.Policy)
+	}
 	nonNeg := []struct {
 		name string
 		v    float64
@@ -107,8 +132,12 @@ func (c *Config) Validate() error {
 		{"overlap_score_credit_decay", c.OverlapScoreCreditDecay},
 		{"prefill_load_scale", c.PrefillLoadScale},
 		{"decode_active_request_weight", c.DecodeActiveRequestWeight},
-		{"decode_load_scale", c.DecodeLoadScale},
 		{"router_temperature", c.Temperature},
+		{"prefill_model_a", c.PrefillModelA},
+		{"prefill_model_b", c.PrefillModelB},
+		{"prefill_model_c", c.PrefillModelC},
+		{"affinity_weight", c.AffinityWeight},
+		{"affinity_queue_ms", c.AffinityQueueMS},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

@@ -18,6 +18,10 @@ import (
 
 // costs computes cost for every candidate in place.
 func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
+	if w.kvselect {
+		kvselectCosts(cs, n, blockSize, w)
+		return
+	}
 	bs := float64(blockSize)
 	isl := n.isl
 	reqBlocks := float64(n.requestBlocks(blockSize))
@@ -30,10 +34,6 @@ func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 	nseq := len(n.seq)
 	for i := range cs {
 		s := &cs[i]
-		if w.bookedPrefix && int32(s.activePrefix) > s.device {
-			// Booked blocks are cached or being computed: treat them as device hits.
-			s.device = int32(s.activePrefix)
-		}
 		var rawPrefill float64
 		if w.trackPrefill {
 			cached := cachedTokens(s, uint64(blockSize), w)
@@ -46,11 +46,7 @@ func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 		}
 		credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
 		decodeCost := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-		prefill := rawPrefill/bs - credit
-		if !w.unclamped {
-			prefill = max(0, prefill)
-		}
-		s.cost = w.scale*prefill + w.decodeScale*decodeCost + w.reqWeight*float64(s.load.ActiveRequests)
+		s.cost = w.scale*max(0, rawPrefill/bs-credit) + decodeCost + w.reqWeight*float64(s.load.ActiveRequests)
 	}
 }
 

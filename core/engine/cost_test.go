@@ -206,7 +206,7 @@ func costSpec(s scored, isl uint64, bs uint32, w weights, minActive uint64, nseq
 	}
 	credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
 	potentialDecode := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-	return w.scale*math.Max(0, raw/float64(bs)-credit) + w.decodeScale*potentialDecode + w.reqWeight*float64(s.load.ActiveRequests)
+	return w.scale*math.Max(0, raw/float64(bs)-credit) + potentialDecode + w.reqWeight*float64(s.load.ActiveRequests)
 }
 
 // TestCostsMatchSpec: costs() equals the literal formula on random inputs, including decay,
@@ -222,7 +222,7 @@ func TestCostsMatchSpec(t *testing.T) {
 		w := base
 		w.credit, w.decay, w.scale = rng.Float64()*2, float64(rng.IntN(3))*rng.Float64(), rng.Float64()*2
 		w.host, w.disk, w.reqWeight = rng.Float64(), rng.Float64(), float64(rng.IntN(2))*rng.Float64()
-		w.decodeScale, w.trackPrefill = []float64{1, rng.Float64()}[rng.IntN(2)], rng.IntN(4) != 0
+		w.trackPrefill = rng.IntN(4) != 0
 		cs := make([]scored, 1+rng.IntN(6))
 		minActive := uint64(math.MaxUint64)
 		for i := range cs {

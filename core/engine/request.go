@@ -126,17 +126,21 @@ func (r *SelectRequest) sessionID() string {
 
 // weights are the cost-function weights after applying a request's override.
 type weights struct {
-	credit, decay, scale, decodeScale, host, disk, shared, reqWeight, temperature float64
-	trackPrefill, assumeReuse, bookedPrefix, unclamped                            bool
+	credit, decay, scale, host, disk, shared, reqWeight, temperature float64
+	trackPrefill, assumeReuse                                        bool
+	kvselect                                                         bool    // kvselect's cost function instead of Dynamo's
+	modelA, modelB, modelC                                           float64 // prefill-time model (kvselect policy)
+	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {
 	c := &e.cfg
 	w := weights{
-		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale, decodeScale: c.DecodeLoadScale,
+		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale,
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
-		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, bookedPrefix: c.CreditBookedPrefix, unclamped: c.UnclampedPrefill,
+		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
+		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 	}
 	if o == nil {
 		return w

@@ -2,8 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 
 	"github.com/kvselect/kvselect/core/engine"
 )
@@ -42,14 +40,6 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 
 // KVSelectConfig is the engine configuration of kvselect's default policy.
 func KVSelectConfig() engine.Config {
-	c := engine.DefaultConfig()
-	if v := os.Getenv("SIM_DECODE_SCALE"); v != "" {
-		c.DecodeLoadScale, _ = strconv.ParseFloat(v, 64)
-	}
-	if v := os.Getenv("SIM_CREDIT"); v != "" {
-		c.OverlapScoreCredit, _ = strconv.ParseFloat(v, 64)
-	}
-	c.CreditBookedPrefix = os.Getenv("SIM_BOOKED") != ""
-	c.UnclampedPrefill = os.Getenv("SIM_UNCLAMPED") != ""
+	c := engine.KVSelectDefaults()
 	return c
 }

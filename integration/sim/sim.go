@@ -62,6 +62,7 @@ type simWorker struct {
 	cache         *prefixCache
 	queue         []int // request ids waiting for prefill, FIFO
 	busy          bool  // a prefill is running
+	running       int   // uncached tokens of the running prefill
 	inflight      int
 	pendingTokens int
 	admitted      int
@@ -249,6 +250,7 @@ func (s *simulation) startPrefill(w int) {
 	wk.cache.pin(r.Blocks[:st.hitBlocks])
 	wk.busy = true
 	uncached := max(0, r.Input-st.hitBlocks*TraceBlockTokens)
+	wk.running = uncached
 	s.push(s.now+PrefillMS(uncached), evPrefillDone, id)
 }
 

@@ -86,6 +86,10 @@ func (t *Tracker) Add(b Booking) error {
 	}
 	st.bookings = append(st.bookings, bi)
 	st.prefill += b.PrefillTokens
+	if b.PrefillTokens > 0 {
+		st.pending++
+		st.squares += square(b.PrefillTokens)
+	}
 	t.byID[b.ID] = bi
 	return nil
 }
@@ -107,9 +111,28 @@ func (t *Tracker) PrefillComplete(id string) error {
 		return err
 	}
 	r := &t.books[bi]
-	t.owners[r.slot].prefill -= r.prefill
+	t.owners[r.slot].dropPrefill(r.prefill)
 	r.prefill = 0
 	return nil
+}
+
+// sqCap bounds the tokens of one booking that enter PrefillSquares, so the sum cannot overflow
+// for any realistic number of bookings.
+const sqCap = 1 << 31
+
+func square(tokens uint64) uint64 {
+	t := min(tokens, sqCap)
+	return t * t
+}
+
+// dropPrefill removes one booking's outstanding prefill from the owner's aggregates.
+func (st *ownerState) dropPrefill(tokens uint64) {
+	if tokens == 0 {
+		return
+	}
+	st.prefill -= tokens
+	st.pending--
+	st.squares -= square(tokens)
 }
 
 // OutputBlock appends one output block of weight 1 to the booking. With
@@ -166,7 +189,7 @@ func (t *Tracker) Free(id string) error {
 func (t *Tracker) free(bi uint32) {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
-	st.prefill -= r.prefill
+	st.dropPrefill(r.prefill)
 	st.weight -= r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 	t.release(r.slot, r.tail)
 

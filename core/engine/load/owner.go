@@ -35,6 +35,12 @@ type RankLoad struct {
 	ActiveBlocks uint64
 	// ActiveRequests is the number of live bookings on the owner.
 	ActiveRequests int
+	// PendingPrefills is the number of live bookings whose prefill has not completed (and had
+	// prefill tokens), and PrefillSquares the sum of their PrefillTokens squared (each capped at
+	// 2^31 tokens): with ActivePrefillTokens they let a cost model estimate queued prefill
+	// time under a quadratic prefill-time model.
+	PendingPrefills int
+	PrefillSquares  uint64
 }
 
 // ownerState is the per-owner aggregate. Slots are indices into
@@ -43,8 +49,11 @@ type RankLoad struct {
 type ownerState struct {
 	id   Owner
 	live bool
-	// prefill is the sum of prefill of the owner's live bookings.
+	// prefill is the sum of prefill of the owner's live bookings; pending counts those with
+	// outstanding prefill and squares sums their prefill², capped per booking by sqCap.
 	prefill uint64
+	pending int
+	squares uint64
 	// weight is the fixed-point sum (WeightUnit per block) of the owner's
 	// live prompt-entry weights × edge lengths plus its output weights.
 	weight uint64
@@ -69,7 +78,7 @@ func (t *Tracker) AddOwner(o Owner) {
 		t.ord = append(t.ord, 0)
 	}
 	st := &t.owners[slot]
-	st.id, st.live, st.prefill, st.weight = o, true, 0, 0
+	st.id, st.live, st.prefill, st.weight, st.pending, st.squares = o, true, 0, 0, 0, 0
 	st.bookings = st.bookings[:0]
 	t.slots[o] = slot
 
@@ -103,7 +112,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 	t.ids = slices.Delete(t.ids, at, at+1)
 	t.renumber(at)
 	delete(t.slots, o)
-	st.live, st.prefill, st.weight = false, 0, 0
+	st.live, st.prefill, st.weight, st.pending, st.squares = false, 0, 0, 0, 0
 	t.freeSlots = append(t.freeSlots, slot)
 	return ids
 }
@@ -148,6 +157,7 @@ func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
 		d.ActivePrefillTokens = st.prefill
 		d.ActiveBlocks = roundBlocks(st.weight)
 		d.ActiveRequests = len(st.bookings)
+		d.PendingPrefills, d.PrefillSquares = st.pending, st.squares
 	}
 	return dst
 }
@@ -159,5 +169,7 @@ func (t *Tracker) loadOf(slot uint32) RankLoad {
 		ActivePrefillTokens: st.prefill,
 		ActiveBlocks:        roundBlocks(st.weight),
 		ActiveRequests:      len(st.bookings),
+		PendingPrefills:     st.pending,
+		PrefillSquares:      st.squares,
 	}
 }

@@ -170,10 +170,16 @@ func (r *refTracker) load(o Owner) RankLoad {
 	for _, blk := range ow.blocks {
 		sum += blk.w
 	}
-	n := 0
+	n, pending := 0, 0
+	var squares uint64
 	for _, b := range r.bookings {
 		if b.owner == o {
 			n++
+			if b.prefill > 0 {
+				pending++
+				t := min(b.prefill, 1<<31)
+				squares += t * t
+			}
 			for _, w := range b.outputs {
 				sum += w
 			}
@@ -185,7 +191,8 @@ func (r *refTracker) load(o Owner) RankLoad {
 	if 2*(sum%WeightUnit) >= WeightUnit {
 		blocks++
 	}
-	return RankLoad{Owner: o, ActivePrefillTokens: ow.prefill, ActiveBlocks: blocks, ActiveRequests: n}
+	return RankLoad{Owner: o, ActivePrefillTokens: ow.prefill, ActiveBlocks: blocks, ActiveRequests: n,
+		PendingPrefills: pending, PrefillSquares: squares}
 }
 
 func (r *refTracker) loads() []RankLoad {

@@ -34,6 +34,7 @@ func mustCheck(t *testing.T, tr *Tracker) {
 func wantLoad(t *testing.T, tr *Tracker, o Owner, prefill, blocks uint64, requests int) {
 	t.Helper()
 	got := tr.Load(o)
+	got.PendingPrefills, got.PrefillSquares = 0, 0 // checked by TestPrefillQueueAggregates and the reference
 	want := RankLoad{Owner: o, ActivePrefillTokens: prefill, ActiveBlocks: blocks, ActiveRequests: requests}
 	if got != want {
 		t.Fatalf("Load(%v) = %+v, want %+v", o, got, want)
@@ -419,4 +420,40 @@ func TestExpire(t *testing.T) {
 	tr.Expire(11, nil)
 	wantLoad(t, tr, w1r0, 0, 3, 1)
 	wantLoad(t, tr, w2r0, 0, 0, 0)
+}
+
+// TestPrefillQueueAggregates checks the pending-prefill count and sum of squares through
+// admission, completion and free, including bookings without prefill.
+func TestPrefillQueueAggregates(t *testing.T) {
+	tr := newTestTracker(t, w1r0)
+	add := func(id string, prefill uint64) {
+		t.Helper()
+		if err := tr.Add(Booking{ID: id, Owner: w1r0, Hashes: chain([]uint64{uint64(len(id))}), PrefillTokens: prefill}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(pending int, squares uint64) {
+		t.Helper()
+		if l := tr.Load(w1r0); l.PendingPrefills != pending || l.PrefillSquares != squares {
+			t.Fatalf("pending %d squares %d, want %d and %d", l.PendingPrefills, l.PrefillSquares, pending, squares)
+		}
+	}
+	add("a", 10)
+	add("bb", 0) // no prefill tracked: not pending
+	add("ccc", 3)
+	check(2, 109)
+	if err := tr.PrefillComplete("a"); err != nil {
+		t.Fatal(err)
+	}
+	check(1, 9)
+	if err := tr.PrefillComplete("a"); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	check(1, 9)
+	if err := tr.Free("ccc"); err != nil {
+		t.Fatal(err)
+	}
+	check(0, 0)
+	add("huge", 1<<40) // capped at 2^31 tokens for the square
+	check(1, 1<<62)
 }
