@@ -16,10 +16,18 @@ import (
 // completions and frees are published as versioned lifecycle envelopes, and peers' events are
 // mirrored into the engine. It translates between engine events and bus envelopes; the bus
 // package knows nothing of the engine.
+//
+// Concurrency: Publish runs under Service.mu (from flushLocked); inbound callbacks run on the
+// bus dispatcher goroutine and take Service.mu themselves; the resync goroutine (see
+// replication_resync.go) takes Service.mu per batch. ledger is guarded by Service.mu.
 type BusReplicator struct {
-	r   *bus.Replicator
-	svc *Service
-	log *slog.Logger
+	r        *bus.Replicator
+	svc      *Service
+	log      *slog.Logger
+	discover bool
+	ledger   ledger // live local bookings, for resync (guarded by svc.mu)
+	rs       *resyncer
+	trigger  *ResyncTrigger
 }
 
 // ReplicationConfig names this replica and its peers on the bus.
@@ -29,29 +37,74 @@ type ReplicationConfig struct {
 	HTTPAddr      string   // announced in heartbeats
 	Peers         []string // initial replica-sync peers
 	DiscoverPeers bool     // treat every live member as a peer
+
+	// Resync, if set, is attached to the replicator so that its Fire (wired into
+	// bus.ConnConfig.OnReconnect) schedules a republish of the live local bookings.
+	Resync *ResyncTrigger
+	// ResyncRate bounds republished admissions per second (default DefaultResyncRate).
+	ResyncRate int
+	// ResyncDelay is the wait between a reconnect and the republish (default
+	// DefaultResyncDelay; negative means none).
+	ResyncDelay time.Duration
+	// JoinResyncDelay is the wait between a peer joining or restarting and the republish
+	// (default DefaultJoinResyncDelay; negative means none).
+	JoinResyncDelay time.Duration
+	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
+	HeartbeatInterval time.Duration
 }
 
-// EnableReplication wires svc to the bus over nc. Call it before Start and before serving.
+// EnableReplication wires svc to the bus over nc and starts the resync goroutine. Call it
+// before Start and before serving; Close the returned replicator before closing nc.
 func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
-	br := &BusReplicator{svc: s, log: s.log.With("component", "replication")}
+	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{}}
+	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
+		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
 	r, err := bus.New(bus.Config{
 		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, HTTPAddr: cfg.HTTPAddr,
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
-		BootID:        s.bootID,
-		OnLifecycle:   br.apply,
-		OnAffinity:    br.applyAffinity,
-		OnPeerRestart: br.peerRestarted,
+		BootID:            s.bootID,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		OnLifecycle:       br.apply,
+		OnAffinity:        br.applyAffinity,
+		OnPeerRestart:     br.peerRestarted,
+		OnMemberChange:    br.memberChanged,
 	}, nc, s.log)
 	if err != nil {
 		return nil, err
 	}
 	br.r = r
+	s.mu.Lock()
 	s.repl = br
+	s.mu.Unlock()
+	go br.rs.run()
+	if cfg.Resync != nil {
+		br.trigger = cfg.Resync
+		cfg.Resync.br.Store(br)
+	}
 	return br, nil
 }
 
-// Publish implements Replicator: it never blocks (the bus queues and drops when full).
+// orDefaultDelay maps 0 to def and a negative delay to none.
+func orDefaultDelay(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Publish implements Replicator: it never blocks (the bus queues and drops when full). It is
+// called with Service.mu held and records local admissions, completions and frees in the
+// resync ledger.
 func (br *BusReplicator) Publish(ev *engine.ReplicaEvent) {
+	br.ledger.observeLocal(ev, br.svc.clock())
+	br.publishBus(ev)
+}
+
+// publishBus translates ev into a bus envelope and queues it.
+func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 	lc := &bus.Lifecycle{
 		Model: ev.Partition.Model, Group: ev.Partition.Group, BlockSize: ev.BlockSize,
 		RequestID: ev.RequestID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank,
@@ -120,7 +173,12 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	default:
 		return
 	}
-	if !br.svc.ApplyReplica(&ev) {
+	s := br.svc
+	s.mu.Lock()
+	ok := s.eng.ApplyReplica(&ev, s.clock())
+	br.ledger.observePeer(&ev, ok)
+	s.mu.Unlock()
+	if !ok {
 		br.log.Debug("dropped peer lifecycle event", "sender", lc.Sender, "kind", lc.Kind.String(), "request_id", lc.RequestID)
 	}
 }
@@ -148,8 +206,15 @@ func (br *BusReplicator) Members() []bus.Member { return br.r.Members() }
 // Stats returns the bus counters (published, received, dropped, decode errors).
 func (br *BusReplicator) Stats() bus.Stats { return br.r.Stats() }
 
-// Close stops replication (publishing the leave message).
-func (br *BusReplicator) Close() error { return br.r.Close() }
+// Close stops the resync goroutine and replication (publishing the leave message). It
+// detaches the ResyncTrigger, so later reconnects are ignored.
+func (br *BusReplicator) Close() error {
+	if br.trigger != nil {
+		br.trigger.br.CompareAndSwap(br, nil)
+	}
+	br.rs.close()
+	return br.r.Close()
+}
 
 // MemberInfo is one replica seen on the bus (GET /replica_sync/members).
 type MemberInfo struct {

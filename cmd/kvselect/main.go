@@ -76,10 +76,13 @@ func run(args []string, stderr io.Writer) error {
 
 	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
 	var emb *bus.Embedded
+	// Every reconnect schedules a republish of this replica's live bookings (anti-entropy:
+	// events published during the outage were lost); see core/replication_resync.go.
+	resync := &core.ResyncTrigger{}
 	connCfg := bus.ConnConfig{
 		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
 		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
-		NoEcho: true, Logger: log.With("component", "nats"),
+		NoEcho: true, Logger: log.With("component", "nats"), OnReconnect: resync.Fire,
 	}
 	if o.natsURL == "" {
 		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log.With("component", "nats-server")}
@@ -105,7 +108,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	br, err := svc.EnableReplication(core.ReplicationConfig{
 		Cluster: o.cluster, ReplicaID: replicaID, HTTPAddr: advertisedHTTP(o),
-		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers,
+		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
 	}, nc)
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)

@@ -1,0 +1,408 @@
+package core
+
+import (
+	"fmt"
+	"net"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// Tests of the anti-entropy rule in replication_resync.go: the ledger's bookkeeping against a
+// naive model, and two or three Services over a real nats-server on 127.0.0.1 showing that a
+// booking made during an outage reaches the peer after the reconnect, that repeated resyncs
+// never double-count, and that a joining replica learns existing bookings.
+
+const syncTimeout = 10 * time.Second
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// testWorker is a complete single-rank worker spec (KV events are off in these tests).
+func testWorker(id uint64, dpSize uint32) WorkerSpec {
+	return WorkerSpec{
+		WorkerID: ptr(id), Endpoint: ptr(fmt.Sprintf("http://w%d:8000", id)),
+		BlockSize: ptr(uint32(4)), DataParallelSize: ptr(dpSize),
+	}
+}
+
+// replica is one Service joined to the bus.
+type replica struct {
+	id  string
+	svc *Service
+	br  *BusReplicator
+	nc  *nats.Conn
+	rt  *ResyncTrigger
+}
+
+// startReplica builds a Service with KV events off, connects it to url with fast reconnects,
+// enables replication with peers and registers workers 1 and 2 (two ranks each).
+func startReplica(t testing.TB, url, id string, peers ...string) *replica {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.UseKVEvents = false
+	svc, err := New(Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &ResyncTrigger{}
+	nc, err := bus.Connect(bus.ConnConfig{Name: id, URLs: url, NoEcho: true, ReconnectWait: 20 * time.Millisecond,
+		OnReconnect: rt.Fire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := svc.EnableReplication(ReplicationConfig{
+		Cluster: "resync", ReplicaID: id, Peers: peers, Resync: rt,
+		ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+	}, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Start()
+	t.Cleanup(func() {
+		_ = svc.Close()
+		_ = br.Close()
+		nc.Close()
+	})
+	for _, w := range []uint64{1, 2} {
+		if _, err := svc.UpsertWorker(testWorker(w, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &replica{id: id, svc: svc, br: br, nc: nc, rt: rt}
+}
+
+// book admits one request with a distinct prompt on r and returns its id.
+func book(t testing.TB, r *replica, id string, n int) {
+	t.Helper()
+	toks := make([]uint32, 16)
+	for i := range toks {
+		toks[i] = uint32(n*131 + i)
+	}
+	_, err := r.svc.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: Prompt{TokenIDs: toks}})
+	if err != nil {
+		t.Fatalf("book %s on %s: %v", id, r.id, err)
+	}
+}
+
+// waitSameLoads polls until every replica reports the same /loads as want, and that has
+// requests active.
+func waitSameLoads(t testing.TB, want *replica, others ...*replica) {
+	t.Helper()
+	natstest.WaitFor(t, syncTimeout, func() error {
+		w := want.svc.Loads("", "")
+		for _, o := range others {
+			if got := o.svc.Loads("", ""); !reflect.DeepEqual(got, w) {
+				return fmt.Errorf("%s loads %+v, %s has %+v", o.id, got, want.id, w)
+			}
+		}
+		return nil
+	})
+}
+
+// activeRequests sums ActiveRequests over every rank.
+func activeRequests(s *Service) uint64 {
+	var n uint64
+	for _, p := range s.Loads("", "") {
+		for _, l := range p.Loads {
+			n += l.ActiveRequests
+		}
+	}
+	return n
+}
+
+// serverPort returns the client port of srv.
+func serverPort(t testing.TB, srv *server.Server) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func TestResyncAfterOutage(t *testing.T) {
+	srv := natstest.RunServer(t)
+	url := srv.ClientURL()
+	port := serverPort(t, srv)
+	a := startReplica(t, url, "a", "b")
+	b := startReplica(t, url, "b", "a")
+	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
+
+	book(t, a, "before", 1)
+	waitSameLoads(t, a, b)
+
+	natstest.Shutdown(srv)
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if a.nc.IsConnected() || b.nc.IsConnected() {
+			return fmt.Errorf("still connected")
+		}
+		return nil
+	})
+	// Both keep serving from local state; A's admissions are lost on the wire.
+	book(t, a, "during-1", 2)
+	book(t, a, "during-2", 3)
+	if err := a.svc.PrefillComplete("during-2"); err != nil {
+		t.Fatal(err)
+	}
+	book(t, b, "during-b", 4)
+	if got := activeRequests(a.svc); got != 3 {
+		t.Fatalf("A active requests during outage = %d, want 3 (before, during-1, during-2)", got)
+	}
+	if got := activeRequests(b.svc); got != 2 {
+		t.Fatalf("B active requests during outage = %d, want 2 (before, during-b)", got)
+	}
+
+	opts := natstest.DefaultOptions()
+	opts.Port = port
+	natstest.RunServerWithOptions(t, opts)
+	// After the reconnect each side republishes its own bookings: both converge on 4 requests
+	// with identical per-rank numbers (during-2's prefill already complete on both).
+	waitSameLoads(t, a, b)
+	if got := activeRequests(b.svc); got != 4 {
+		t.Fatalf("B active requests after resync = %d, want 4", got)
+	}
+	st := a.br.ResyncStats()
+	if st.Passes == 0 || st.Republished < 3 || st.Ledger != 3 {
+		t.Fatalf("A resync stats %+v: want a pass republishing its 3 bookings", st)
+	}
+
+	// Lifecycle keeps flowing after the resync: frees propagate both ways.
+	for _, id := range []string{"before", "during-1", "during-2"} {
+		if err := a.svc.Free(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.svc.Free("during-b"); err != nil {
+		t.Fatal(err)
+	}
+	waitSameLoads(t, a, b)
+	if got := activeRequests(b.svc); got != 0 {
+		t.Fatalf("B active requests after frees = %d, want 0", got)
+	}
+	if st := a.br.ResyncStats(); st.Ledger != 0 {
+		t.Fatalf("A ledger holds %d entries after every booking was freed", st.Ledger)
+	}
+}
+
+// TestResyncIsIdempotent: repeated republishing refreshes the mirrored rows instead of
+// booking them again.
+func TestResyncIsIdempotent(t *testing.T) {
+	srv := natstest.RunServer(t)
+	a := startReplica(t, srv.ClientURL(), "a", "b")
+	b := startReplica(t, srv.ClientURL(), "b", "a")
+	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
+	for i := range 5 {
+		book(t, a, fmt.Sprintf("r%d", i), i)
+	}
+	if err := a.svc.PrefillComplete("r0"); err != nil {
+		t.Fatal(err)
+	}
+	waitSameLoads(t, a, b)
+	want := b.svc.Loads("", "")
+	for round := 1; round <= 3; round++ {
+		before := a.br.ResyncStats().Passes
+		a.br.Resync(0)
+		natstest.WaitFor(t, syncTimeout, func() error {
+			if st := a.br.ResyncStats(); st.Passes == before {
+				return fmt.Errorf("pass %d not done: %+v", round, st)
+			}
+			return nil
+		})
+		// A free published after the pass is ordered behind its admissions, so once B has
+		// applied it B has applied the whole pass.
+		book(t, a, fmt.Sprintf("marker%d", round), 100+round)
+		if err := a.svc.Free(fmt.Sprintf("marker%d", round)); err != nil {
+			t.Fatal(err)
+		}
+		waitSameLoads(t, a, b)
+		if got := b.svc.Loads("", ""); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: B loads changed by a resync: %+v, want %+v", round, got, want)
+		}
+	}
+}
+
+// TestResyncOnPeerJoin: a replica that starts after bookings exist learns them from its peer's
+// republish on the join.
+func TestResyncOnPeerJoin(t *testing.T) {
+	srv := natstest.RunServer(t)
+	a := startReplica(t, srv.ClientURL(), "a", "b", "c")
+	for i := range 3 {
+		book(t, a, fmt.Sprintf("early%d", i), i)
+	}
+	b := startReplica(t, srv.ClientURL(), "b", "a")
+	waitSameLoads(t, a, b)
+	if got := activeRequests(b.svc); got != 3 {
+		t.Fatalf("late joiner B sees %d active requests, want 3", got)
+	}
+	// A replica that is not a peer of A (A lists b and c; d is unknown) gets nothing applied:
+	// D does not list A as a peer.
+	d := startReplica(t, srv.ClientURL(), "d")
+	natstest.WaitFor(t, syncTimeout, func() error {
+		for _, m := range d.br.Members() {
+			if m.ID == "a" {
+				return nil
+			}
+		}
+		return fmt.Errorf("d has not seen a yet")
+	})
+	if got := activeRequests(d.svc); got != 0 {
+		t.Fatalf("non-peer D applied %d of A's bookings", got)
+	}
+}
+
+// TestResyncDropsBookingsOfDeletedWorkers: a booking removed by a worker deletion (no free
+// event) is pruned from the ledger at the next pass instead of being republished.
+func TestResyncDropsBookingsOfDeletedWorkers(t *testing.T) {
+	srv := natstest.RunServer(t)
+	a := startReplica(t, srv.ClientURL(), "a")
+	// Pin bookings on worker 1 and worker 2.
+	for i, w := range []uint64{1, 1, 2} {
+		toks := []uint32{uint32(i), 1, 2, 3, 4, 5, 6, 7}
+		_, err := a.svc.SelectAndReserve(&SelectRequest{SelectionID: ptr(fmt.Sprint("p", i)),
+			Prompt: Prompt{TokenIDs: toks}, AllowedWorkerIDs: []uint64{w}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.svc.DeleteWorker(1); err != nil {
+		t.Fatal(err)
+	}
+	a.br.Resync(0)
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if st := a.br.ResyncStats(); st.Passes == 0 {
+			return fmt.Errorf("no pass yet")
+		}
+		return nil
+	})
+	st := a.br.ResyncStats()
+	if st.Pruned != 2 || st.Republished != 1 || st.Ledger != 1 {
+		t.Fatalf("resync stats %+v: want 2 pruned (worker 1), 1 republished, 1 left", st)
+	}
+}
+
+// TestResyncHonoursPeerLifecycle: a peer's prefill completion and free of one of A's bookings
+// update A's ledger, so A's next republish does not resurrect the booking or its prefill.
+func TestResyncHonoursPeerLifecycle(t *testing.T) {
+	srv := natstest.RunServer(t)
+	a := startReplica(t, srv.ClientURL(), "a", "b")
+	b := startReplica(t, srv.ClientURL(), "b", "a")
+	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
+	book(t, a, "done-on-b", 1)
+	book(t, a, "freed-on-b", 2)
+	waitSameLoads(t, a, b)
+	if err := b.svc.PrefillComplete("done-on-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Free("freed-on-b"); err != nil {
+		t.Fatal(err)
+	}
+	waitSameLoads(t, a, b)
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if st := a.br.ResyncStats(); st.Ledger != 1 {
+			return fmt.Errorf("A ledger has %d entries, want 1", st.Ledger)
+		}
+		return nil
+	})
+	want := b.svc.Loads("", "")
+	a.br.Resync(0)
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if st := a.br.ResyncStats(); st.Passes == 0 {
+			return fmt.Errorf("no pass yet")
+		}
+		return nil
+	})
+	book(t, a, "marker", 9)
+	if err := a.svc.Free("marker"); err != nil {
+		t.Fatal(err)
+	}
+	waitSameLoads(t, a, b)
+	if got := b.svc.Loads("", ""); !reflect.DeepEqual(got, want) {
+		t.Fatalf("resync changed B: %+v, want %+v", got, want)
+	}
+}
+
+// TestLedgerTable checks the ledger's bookkeeping rules one event at a time.
+func TestLedgerTable(t *testing.T) {
+	add := func(id string, prefill uint64) engine.ReplicaEvent {
+		return engine.ReplicaEvent{RequestID: id, Kind: engine.LifecycleAdd,
+			Add: &engine.ReplicaAdd{TokenSequence: []uint64{1, 2}, TrackPrefill: true, PrefillTokens: prefill}}
+	}
+	ev := func(id string, k engine.LifecycleKind) engine.ReplicaEvent {
+		return engine.ReplicaEvent{RequestID: id, Kind: k}
+	}
+	type step struct {
+		ev      engine.ReplicaEvent
+		peer    bool
+		applied bool
+	}
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name    string
+		steps   []step
+		want    map[string]uint64 // id -> prefill in the ledger
+		pruneAt time.Time         // zero: no prune
+	}{
+		{"local add", []step{{ev: add("x", 7)}}, map[string]uint64{"x": 7}, time.Time{}},
+		{"local prefill", []step{{ev: add("x", 7)}, {ev: ev("x", engine.LifecyclePrefillComplete)}}, map[string]uint64{"x": 0}, time.Time{}},
+		{"local free", []step{{ev: add("x", 7)}, {ev: ev("x", engine.LifecycleFree)}}, map[string]uint64{}, time.Time{}},
+		{"peer prefill of ours", []step{{ev: add("x", 7)}, {ev: ev("x", engine.LifecyclePrefillComplete), peer: true, applied: true}}, map[string]uint64{"x": 0}, time.Time{}},
+		{"peer free of ours", []step{{ev: add("x", 7)}, {ev: ev("x", engine.LifecycleFree), peer: true, applied: true}}, map[string]uint64{}, time.Time{}},
+		{"peer free not applied still clears", []step{{ev: add("x", 7)}, {ev: ev("x", engine.LifecycleFree), peer: true}}, map[string]uint64{}, time.Time{}},
+		{"peer add takes the id", []step{{ev: add("x", 7)}, {ev: add("x", 3), peer: true, applied: true}}, map[string]uint64{}, time.Time{}},
+		{"peer add dropped keeps ours", []step{{ev: add("x", 7)}, {ev: add("x", 3), peer: true}}, map[string]uint64{"x": 7}, time.Time{}},
+		{"peer add of unknown id", []step{{ev: add("y", 3), peer: true, applied: true}}, map[string]uint64{}, time.Time{}},
+		{"add without payload ignored", []step{{ev: ev("x", engine.LifecycleAdd)}}, map[string]uint64{}, time.Time{}},
+		{"prune old", []step{{ev: add("x", 7)}}, map[string]uint64{}, now.Add(time.Second)},
+		{"prune keeps young", []step{{ev: add("x", 7)}}, map[string]uint64{"x": 7}, now},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := ledger{}
+			for _, s := range tc.steps {
+				e := s.ev
+				if s.peer {
+					l.observePeer(&e, s.applied)
+				} else {
+					l.observeLocal(&e, now)
+				}
+			}
+			if !tc.pruneAt.IsZero() {
+				l.prune(tc.pruneAt)
+			}
+			got := map[string]uint64{}
+			for id, e := range l {
+				got[id] = e.ev.Add.PrefillTokens
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ledger %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLedgerCopiesAdmission: completing prefill in the ledger must not write through to the
+// event the engine handed over (the bus may still be encoding it).
+func TestLedgerCopiesAdmission(t *testing.T) {
+	l := ledger{}
+	ev := engine.ReplicaEvent{RequestID: "x", Kind: engine.LifecycleAdd, Sender: "peer",
+		Add: &engine.ReplicaAdd{PrefillTokens: 5}}
+	l.observeLocal(&ev, time.Unix(0, 0))
+	l.prefillDone("x")
+	if ev.Add.PrefillTokens != 5 {
+		t.Fatalf("caller's event modified: prefill %d", ev.Add.PrefillTokens)
+	}
+	if l["x"].ev.Sender != "" {
+		t.Fatalf("ledger kept a sender")
+	}
+}
