@@ -58,6 +58,7 @@ func (e *Engine) DeleteWorker(id uint64) (WorkerRecord, error) {
 	}
 	e.detach(w, nil)
 	delete(e.workers, id)
+	e.catalogGen++
 	w.lifecycle = LifecycleUnschedulable
 	return w.record(), nil
 }
@@ -130,6 +131,7 @@ func (e *Engine) EventSources(id uint64) []EventSource {
 
 // reconcile installs spec as worker id's record and returns the new worker.
 func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
+	e.catalogGen++
 	w := &worker{
 		id:   id,
 		spec: spec,

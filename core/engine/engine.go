@@ -28,6 +28,11 @@ type Engine struct {
 	pending *pendingCache
 	outbox  []ReplicaEvent
 
+	// catalogGen counts catalog changes; derived indexes (stable routing ids) are rebuilt when
+	// it moves.
+	catalogGen uint64
+	stable     stableIndex
+
 	// Session affinity: this replica's writer id, the last binding version it issued, and
 	// binding updates to replicate.
 	writerID uint64
