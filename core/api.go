@@ -45,4 +45,6 @@ type Readiness struct {
 	Ready              bool           `json:"ready"`
 	SchedulableWorkers int            `json:"schedulable_workers"`
 	Workers            []WorkerRecord `json:"workers"`
+	// Recovery is the startup recovery outcome; absent when no recovery was expected.
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 }

@@ -64,8 +64,9 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	clock func() time.Time
-	repl  Replicator // nil: replica sync disabled
-	kv    *kvIngest  // nil: KV events off or not started
+	repl  Replicator    // nil: replica sync disabled
+	kv    *kvIngest     // nil: KV events off or not started
+	rec   recoveryState // startup recovery and snapshot serving (recovery.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -266,7 +267,9 @@ func (s *Service) Ready() Readiness {
 	closing := s.closing
 	s.mu.Unlock()
 	recs := s.Workers("", "")
-	return Readiness{Ready: !closing && n > 0, SchedulableWorkers: n, Workers: recs}
+	r := Readiness{Ready: !closing && n > 0, SchedulableWorkers: n, Workers: recs}
+	s.recoveryReady(&r)
+	return r
 }
 
 // Select picks a worker without booking (POST /select).
@@ -349,47 +352,11 @@ func (s *Service) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
 	return s.eng.OverlapScores(q)
 }
 
-// Dump writes the index in Dynamo's recovery format (GET /dump). Each partition is encoded under
-// the lock and written outside it, so a slow reader never stalls selections for longer than one
-// partition's encoding.
+// Dump writes the index in Dynamo's recovery format (GET /dump), recovered indexes still waiting
+// for their partition included. Each partition is copied out under the lock and encoded outside
+// it, so a slow reader never stalls selections for longer than one partition's radix walk.
 func (s *Service) Dump(w io.Writer) error {
-	s.mu.Lock()
-	keys := s.eng.DumpPartitionKeys()
-	s.mu.Unlock()
-	if _, err := io.WriteString(w, "{"); err != nil {
-		return err
-	}
-	var buf []byte
-	first := true
-	for _, k := range keys {
-		s.mu.Lock()
-		events, bs, _, ok := s.eng.DumpPartition(k, buf[:0])
-		s.mu.Unlock()
-		if !ok {
-			continue
-		}
-		buf = events
-		head := fmt.Appendf(nil, "%s%s:{\"block_size\":%d,\"events\":", sep(first), jsonString(k.DumpKey()), bs)
-		first = false
-		if _, err := w.Write(head); err != nil {
-			return err
-		}
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "}"); err != nil {
-			return err
-		}
-	}
-	_, err := io.WriteString(w, "}")
-	return err
-}
-
-func sep(first bool) string {
-	if first {
-		return ""
-	}
-	return ","
+	return s.writeDump(w) // recovery_dump.go: records copied per partition, encoded outside the lock
 }
 
 // RegisterPeer adds a replica-sync peer; added is false when it was already present.
