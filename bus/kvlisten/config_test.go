@@ -8,6 +8,7 @@ import (
 	"time"
 )
 
+// TestValidateEndpoint follows Dynamo's endpoint rules and messages.
 func TestValidateEndpoint(t *testing.T) {
 	cases := []struct {
 		ep  string
@@ -47,6 +48,7 @@ func TestValidateEndpoint(t *testing.T) {
 	}
 }
 
+// TestStartRejectsBadConfig proves Start refuses configs it cannot run, with ErrInvalidConfig.
 func TestStartRejectsBadConfig(t *testing.T) {
 	h := &recHandler{}
 	cases := []struct {
@@ -72,6 +74,7 @@ func TestStartRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// TestDefaults proves zero fields get the documented defaults.
 func TestDefaults(t *testing.T) {
 	c, err := Config{Endpoint: "tcp://127.0.0.1:1", Handler: &recHandler{}, MinBackoff: time.Second, MaxBackoff: time.Millisecond}.withDefaults()
 	if err != nil {
@@ -88,6 +91,7 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestStatusString pins the names used in logs and the HTTP API.
 func TestStatusString(t *testing.T) {
 	for s, want := range map[Status]string{StatusPending: "pending", StatusActive: "active", StatusFailed: "failed", StatusClosed: "closed", Status(99): "unknown"} {
 		if s.String() != want {
@@ -96,6 +100,7 @@ func TestStatusString(t *testing.T) {
 	}
 }
 
+// TestDialEndpoint pins the mapping onto the private transport schemes.
 func TestDialEndpoint(t *testing.T) {
 	for in, want := range map[string]string{
 		"tcp://127.0.0.1:5": "kvlisten-tcp://127.0.0.1:5",

@@ -6,6 +6,7 @@ import (
 	"testing"
 )
 
+// TestParseLive pins which live frame shapes are accepted.
 func TestParseLive(t *testing.T) {
 	seq5 := []byte{0, 0, 0, 0, 0, 0, 0, 5}
 	cases := []struct {
@@ -43,6 +44,7 @@ func TestParseLive(t *testing.T) {
 	}
 }
 
+// TestParseReplay pins both replay reply shapes, end markers and rejects.
 func TestParseReplay(t *testing.T) {
 	s := encodeSeq(42)
 	end := bytes.Repeat([]byte{0xff}, 8)

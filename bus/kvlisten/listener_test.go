@@ -32,6 +32,8 @@ func recs(from, to uint64, prefix string, replayed bool) []record {
 	return out
 }
 
+// TestInOrderDelivery proves that contiguous live batches reach the handler once each, in order,
+// unmodified and flagged live, and that the watermark follows them.
 func TestInOrderDelivery(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -50,6 +52,9 @@ func TestInOrderDelivery(t *testing.T) {
 	}
 }
 
+// TestGapRepairedByReplay proves that a forward jump is filled from the ROUTER for both
+// reply shapes (vLLM with topic, SGLang without), that only the gap is applied,
+// flagged replayed, and that the request starts at W to probe the incarnation.
 func TestGapRepairedByReplay(t *testing.T) {
 	for _, shape := range []int{3, 2} {
 		t.Run(fmt.Sprintf("reply_frames_%d", shape+1), func(t *testing.T) {
@@ -82,6 +87,8 @@ func TestGapRepairedByReplay(t *testing.T) {
 	}
 }
 
+// TestGapWithoutReplayIsCountedLost proves that without a replay endpoint a gap is counted as
+// lost and the stream continues from the new batch.
 func TestGapWithoutReplayIsCountedLost(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -99,6 +106,8 @@ func TestGapWithoutReplayIsCountedLost(t *testing.T) {
 	}
 }
 
+// TestLateJoinerReplaysFromZero proves the "watermark unset and S > 0" rule: history the
+// engine published before we subscribed is fetched from seq 0.
 func TestLateJoinerReplaysFromZero(t *testing.T) {
 	p := newTestPub(t, pubOpts{replay: true})
 	for i := 0; i < 10; i++ {
@@ -119,6 +128,9 @@ func TestLateJoinerReplaysFromZero(t *testing.T) {
 	}
 }
 
+// TestReplayHolesAndSilenceAreNotFatal proves that an engine buffer that forgot part of the gap,
+// or a ROUTER that never answers, costs only the missing batches (counted
+// lost) and never stalls the live stream.
 func TestReplayHolesAndSilenceAreNotFatal(t *testing.T) {
 	t.Run("evicted", func(t *testing.T) {
 		p := newTestPub(t, pubOpts{replay: true})
@@ -157,6 +169,8 @@ func TestReplayHolesAndSilenceAreNotFatal(t *testing.T) {
 	})
 }
 
+// TestStaleSkipped proves that S <= W near the watermark on an established connection
+// is skipped as stale, not mistaken for a restart.
 func TestStaleSkipped(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -176,6 +190,8 @@ func TestStaleSkipped(t *testing.T) {
 	}
 }
 
+// TestUndecodableDoesNotAdvanceWatermark proves that a handler error leaves W alone, and that the
+// failed batch is requested once more via replay when an endpoint exists.
 func TestUndecodableDoesNotAdvanceWatermark(t *testing.T) {
 	for _, withReplay := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replay=%v", withReplay), func(t *testing.T) {
@@ -207,6 +223,8 @@ func TestUndecodableDoesNotAdvanceWatermark(t *testing.T) {
 	}
 }
 
+// TestMalformedDropped proves that every wrong frame shape is counted and dropped while
+// the following valid batch is still applied.
 func TestMalformedDropped(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -223,6 +241,9 @@ func TestMalformedDropped(t *testing.T) {
 	}
 }
 
+// TestGateBuffersUntilOpen proves that nothing is applied while the gate is closed, that
+// the bounded buffer keeps the oldest batches, and that the overflow becomes
+// an ordinary gap repaired by replay once the gate opens.
 func TestGateBuffersUntilOpen(t *testing.T) {
 	p := newTestPub(t, pubOpts{replay: true})
 	gate := make(chan struct{})
@@ -250,6 +271,9 @@ func TestGateBuffersUntilOpen(t *testing.T) {
 	checkRecords(t, got, append(append(recs(0, 4, "p", false), recs(4, 10, "p", true)...), record{10, "p10", false}))
 }
 
+// TestRestartRule1Reconnect proves restart rule 1: a publisher restarted at the same
+// address is detected on the first batch after the reconnect, Restarted runs
+// before that batch, and status goes failed → active.
 func TestRestartRule1Reconnect(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -285,6 +309,8 @@ func TestRestartRule1Reconnect(t *testing.T) {
 	}
 }
 
+// TestRestartRule1WithReplayFromZero proves that after a detected restart the batches the new
+// incarnation sent before we reconnected are replayed from seq 0.
 func TestRestartRule1WithReplayFromZero(t *testing.T) {
 	p := newTestPub(t, pubOpts{replay: true})
 	h := &recHandler{}
@@ -313,6 +339,8 @@ func TestRestartRule1WithReplayFromZero(t *testing.T) {
 	}
 }
 
+// TestRestartRule2NearZeroSameConnection proves restart rule 2: a counter that falls back near 0
+// without any reconnect is a restart, not stale.
 func TestRestartRule2NearZeroSameConnection(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	h := &recHandler{}
@@ -334,6 +362,9 @@ func TestRestartRule2NearZeroSameConnection(t *testing.T) {
 	}
 }
 
+// TestRestartRule3Probe proves restart rule 3: a restarted engine whose counter looks
+// contiguous is caught by the payload-hash probe, while a reconnect to the same
+// incarnation is not mistaken for a restart.
 func TestRestartRule3Probe(t *testing.T) {
 	t.Run("restarted_contiguous", func(t *testing.T) {
 		p := newTestPub(t, pubOpts{replay: true})
@@ -405,6 +436,9 @@ func closeWithin(t *testing.T, l *Listener, d time.Duration) {
 	}
 }
 
+// TestClosePrompt proves Close returns quickly whichever zmq4 call the listener is
+// blocked in: Recv, dial retries, a ZMTP handshake with a silent peer, or a
+// replay read.
 func TestClosePrompt(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -442,6 +476,8 @@ func TestClosePrompt(t *testing.T) {
 	}
 }
 
+// TestHandshakeTimeoutFails proves DialTimeout bounds a handshake with a peer that never
+// speaks ZMTP and that the reason reaches State.LastError.
 func TestHandshakeTimeoutFails(t *testing.T) {
 	ep, _ := silentTCP(t)
 	l := startListener(t, Config{Endpoint: ep, Handler: &recHandler{}, DialTimeout: 100 * time.Millisecond})
@@ -451,6 +487,7 @@ func TestHandshakeTimeoutFails(t *testing.T) {
 	}
 }
 
+// TestStartContextCancelStops proves that cancelling the Start context stops the listener.
 func TestStartContextCancelStops(t *testing.T) {
 	p := newTestPub(t, pubOpts{})
 	ctx, cancel := testContext(t)
@@ -464,6 +501,8 @@ func TestStartContextCancelStops(t *testing.T) {
 	closeWithin(t, l, 2*time.Second)
 }
 
+// TestNoGoroutineLeak proves that after replay, reconnect and Close no goroutine of
+// the listener (or of the zmq4 sockets it created) survives.
 func TestNoGoroutineLeak(t *testing.T) {
 	p := newTestPub(t, pubOpts{replay: true})
 	before := countGoroutines()

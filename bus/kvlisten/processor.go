@@ -4,6 +4,17 @@ import "hash/maphash"
 
 // process is the processor goroutine: it owns the watermark, the gate buffer
 // and replay, and is the only caller of Handler methods.
+//
+// Invariants maintained here:
+//   - batches reach Handler.Apply in strictly increasing seq order within one
+//     publisher incarnation (replayed batches fill [W+1, S) before S);
+//   - Handler.Restarted is called before any batch of the new incarnation;
+//   - l.wm only moves forward, except when a restart unsets it;
+//   - l.lastHash is the hash of the payload applied as l.wm.w whenever
+//     l.hasHash is true (maintained only when replay is configured).
+//
+// Phases: while the gate is closed, live batches are only buffered; when it
+// opens the buffer is handled in arrival order, then the live queue.
 func (l *Listener) process() {
 	defer l.wg.Done()
 	if gate := l.cfg.Gate; gate != nil {
@@ -68,7 +79,11 @@ func (b *gateBuffer) push(m liveMsg) bool {
 	return true
 }
 
-// handle applies the sequence and restart rules to one live batch.
+// handle applies the sequence and restart rules to one live batch. The
+// verdict comes from the pure classify; handle only performs the side
+// effects (replay, Restarted, Apply) in the order the rules require. A
+// cancelled context stops it before the final Apply so Close is not delayed
+// by work whose result nobody will read.
 func (l *Listener) handle(m liveMsg) {
 	fresh := m.epoch != l.epoch
 	l.epoch = m.epoch
@@ -122,7 +137,11 @@ func (l *Listener) repair(from, to uint64, verify bool) {
 	} else if from >= to {
 		return
 	}
+	// The callback applies batches and so moves l.wm; the probe must
+	// compare against W as it was when the request was made.
 	wAtStart, hashAtStart := l.wm.w, l.lastHash
+	// next is the lowest seq of the gap not yet applied (or skipped as
+	// undecodable); the replay is complete when next reaches to.
 	next := from
 	restarted := false
 	l.state.update(func(s *State) { s.Replays++ })

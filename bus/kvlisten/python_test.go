@@ -155,6 +155,8 @@ func checkContiguous(t *testing.T, recs []record, from uint64, prefix string) {
 	}
 }
 
+// TestPythonInteropGapRepair runs the libzmq publisher: slow-joiner loss and a dropped
+// range are repaired through libzmq's ROUTER in both reply shapes.
 func TestPythonInteropGapRepair(t *testing.T) {
 	py := pythonWithZMQ(t)
 	for _, shape := range []string{"vllm", "sglang"} {
@@ -185,6 +187,9 @@ func TestPythonInteropGapRepair(t *testing.T) {
 	}
 }
 
+// TestPythonInteropProcessRestart kills the engine process and starts a new one on the same
+// ports: one Restarted call with the old watermark, then seq 0.. of the new
+// incarnation, early batches via replay.
 func TestPythonInteropProcessRestart(t *testing.T) {
 	py := pythonWithZMQ(t)
 	p := startPyPub(t, py, "--pub", "tcp://127.0.0.1:0", "--replay", "tcp://127.0.0.1:0")
@@ -215,6 +220,8 @@ func TestPythonInteropProcessRestart(t *testing.T) {
 	}
 }
 
+// TestPythonInteropInProcessRestartAndLoss covers failed sends (lost seqs, no replay) and
+// the script's in-process restart.
 func TestPythonInteropInProcessRestartAndLoss(t *testing.T) {
 	py := pythonWithZMQ(t)
 	p := startPyPub(t, py, "--pub", "tcp://127.0.0.1:0") // no replay endpoint
@@ -250,6 +257,8 @@ const (
 		`"group_idx":0,"kv_cache_spec_kind":"full_attention"}`
 )
 
+// TestPythonPublisherEmitsVLLMBytes checks the script against the reference golden bytes
+// and that payloads cross libzmq → go-zeromq unchanged.
 func TestPythonPublisherEmitsVLLMBytes(t *testing.T) {
 	py := pythonWithZMQ(t)
 	p := startPyPub(t, py, "--pub", "tcp://127.0.0.1:0", "--replay", "tcp://127.0.0.1:0")

@@ -7,6 +7,7 @@ import (
 	"time"
 )
 
+// TestClassifyTable pins each sequence and restart rule, including the uint64 limits.
 func TestClassifyTable(t *testing.T) {
 	unset := watermark{}
 	at := func(w uint64) watermark { return watermark{set: true, w: w} }
@@ -73,6 +74,8 @@ func naiveClassify(wm watermark, s uint64, fresh bool, window uint64) decision {
 	}
 }
 
+// TestClassifyMatchesNaive compares classify with an independent restatement of the
+// rules on random inputs.
 func TestClassifyMatchesNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200_000; i++ {
@@ -124,6 +127,7 @@ func FuzzClassify(f *testing.F) {
 	})
 }
 
+// TestBackoff pins the exponential schedule and its cap, including overflow.
 func TestBackoff(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
