@@ -15,15 +15,20 @@ import (
 // TestUpsertWorkerErrors covers every input UpsertWorker refuses (HTTP 422): nothing is
 // registered by a refused upsert.
 func TestUpsertWorkerErrors(t *testing.T) {
+	// Each row is one value serde would refuse while deserialising the body; the engine mirrors
+	// those refusals as ErrUnprocessable so the HTTP layer answers 422 with the same wording.
 	tests := []struct {
 		name string
 		spec WorkerSpec
 		want string
 	}{
+		// worker_id is the only required field of POST /workers.
 		{"missing worker_id", WorkerSpec{Endpoint: ptr("http://x")}, "missing field `worker_id`"},
+		// Map keys of per-rank maps are decimal u32 global ranks.
 		{"kv_events_endpoints rank not a number", spec(1, func(s *WorkerSpec) { s.KVEventsEndpoints = map[string]string{"zero": "tcp://a:1"} }), `kv_events_endpoints: invalid DP rank key "zero"`},
 		{"kv_events_endpoints rank overflows u32", spec(1, func(s *WorkerSpec) { s.KVEventsEndpoints = map[string]string{"4294967296": "tcp://a:1"} }), "expected a u32"},
 		{"hint source rank negative", spec(1, func(s *WorkerSpec) { s.RouterHintSourceControlEndpoints = map[string]string{"-1": "tcp://a:1"} }), "router_hint_source_control_endpoints: invalid DP rank key"},
+		// Enum strings outside their variant set.
 		{"unknown enforcement", spec(1, func(s *WorkerSpec) { s.KVTransferEnforcement = ptr("sometimes") }), "kv_transfer_enforcement: unknown variant `sometimes`"},
 		{"unknown source mode", spec(1, func(s *WorkerSpec) { s.KVEventSourceMode = ptr("v3") }), "kv_event_source_mode: unknown variant `v3`"},
 	}
@@ -51,6 +56,7 @@ func TestUpsertWorkerRecordShape(t *testing.T) {
 	var m map[string]json.RawMessage
 	noErr(t, json.Unmarshal(raw, &m))
 
+	// Spec §3.2: every optional scalar is echoed, as null when unset (clients index the keys).
 	nulls := []string{"endpoint", "kv_events_endpoint", "replay_endpoint", "block_size", "data_parallel_start_rank",
 		"data_parallel_size", "max_num_batched_tokens", "total_kv_blocks", "stable_routing_id", "is_eagle",
 		"kv_transfer_domain", "kv_transfer_enforcement", "kv_transfer_preferred_weight"}
@@ -59,6 +65,7 @@ func TestUpsertWorkerRecordShape(t *testing.T) {
 			t.Errorf("%s = %s, want null", k, m[k])
 		}
 	}
+	// Defaults and always-present collections.
 	wantJSON := map[string]string{"worker_id": "9", "model_name": `"default"`, "routing_group": `"default"`,
 		"taints": "[]", "topology_domains": "{}", "lifecycle": `"incomplete"`}
 	for k, v := range wantJSON {
@@ -66,6 +73,7 @@ func TestUpsertWorkerRecordShape(t *testing.T) {
 			t.Errorf("%s = %s, want %s", k, m[k], v)
 		}
 	}
+	// Empty maps and unset hint fields are omitted, not null; listeners is filled by the service.
 	for _, k := range []string{"kv_events_endpoints", "router_hint_worker_type", "router_hint_source_control_endpoints", "kv_event_source_mode", "listeners"} {
 		if _, ok := m[k]; ok {
 			t.Errorf("%s present (%s), want omitted", k, m[k])
@@ -85,6 +93,7 @@ func TestUpsertWorkerRecordShape(t *testing.T) {
 	if strings.Contains(string(raw), "not_schedulable_reasons") {
 		t.Errorf("schedulable record has reasons: %s", raw)
 	}
+	// taints is a set: duplicates collapse and the echo is sorted.
 	if !slices.Equal(rec.Taints, []string{"alpha", "zeta"}) {
 		t.Errorf("taints %q, want the sorted set [alpha zeta]", rec.Taints)
 	}
@@ -100,6 +109,9 @@ func TestUpsertWorkerRecordShape(t *testing.T) {
 func TestUpsertWorkerReasons(t *testing.T) {
 	queueCfg := DefaultConfig()
 	queueCfg.QueueThreshold = ptr(0.5)
+	// Rows follow spec §3.4's order: metadata (1–3), queueing (4), KV-event endpoints (5),
+	// partition reconciliation (6), endpoint validation (7). Later stages run only when the
+	// earlier ones found nothing, which the last two rows pin down.
 	tests := []struct {
 		name string
 		cfg  *Config
@@ -113,6 +125,7 @@ func TestUpsertWorkerReasons(t *testing.T) {
 		{name: "empty endpoint, zero block size, zero dp size", spec: spec(1, func(s *WorkerSpec) {
 			s.Endpoint, s.BlockSize, s.DataParallelSize = ptr(""), ptr(uint32(0)), ptr(uint32(0))
 		}), want: []string{"endpoint is required", "block_size must be greater than 0", "data_parallel_size must be greater than 0"}},
+		// A rank range ending at 2^32-1 or beyond would make every uint32 rank loop wrap.
 		{name: "rank range past u32 (would wrap)", spec: spec(1, func(s *WorkerSpec) { s.DataParallelStartRank = ptr(uint32(math.MaxUint32)) }), want: []string{
 			"data_parallel_start_rank + data_parallel_size must not exceed 4294967295"}},
 		{name: "rank range past u32 without KV events", cfg: approxConfig(), spec: spec(1, func(s *WorkerSpec) {
@@ -124,6 +137,7 @@ func TestUpsertWorkerReasons(t *testing.T) {
 		{name: "queueing requires max_num_batched_tokens", cfg: &queueCfg, spec: spec(1), want: []string{
 			"max_num_batched_tokens is required while queueing is enabled"}},
 		{name: "queueing satisfied", cfg: &queueCfg, spec: spec(1, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(8192)) })},
+		// kv_events_endpoint (singular) only serves a single-rank worker.
 		{name: "singular kv endpoint does not serve two ranks", spec: spec(1, func(s *WorkerSpec) { s.DataParallelSize = ptr(uint32(2)) }), want: []string{
 			"kv_events endpoint is required for dp_rank 0", "kv_events endpoint is required for dp_rank 1"}},
 		{name: "per-rank endpoints use global ranks", spec: spec(1, dp(4, 2), func(s *WorkerSpec) { delete(s.KVEventsEndpoints, "5") }), want: []string{
@@ -131,6 +145,7 @@ func TestUpsertWorkerReasons(t *testing.T) {
 		{name: "replay only for one rank", spec: spec(1, dp(0, 2), func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w1:5558") }), want: []string{
 			"replay_endpoint is supported only for data_parallel_size 1"}},
 		{name: "kv events off needs no endpoint", cfg: approxConfig(), spec: spec(1, func(s *WorkerSpec) { s.KVEventsEndpoint = nil; s.DataParallelSize = ptr(uint32(3)) })},
+		// Step 7: ZMQ validation messages are embedded verbatim after the rank or replay prefix.
 		{name: "invalid kv endpoint", spec: spec(1, func(s *WorkerSpec) { s.KVEventsEndpoint = ptr("tcp://w1") }), want: []string{
 			"reconciliation failed: invalid kv_events endpoint for worker 1 dp_rank 0: invalid ZMQ endpoint `tcp://w1`: missing TCP port"}},
 		{name: "invalid endpoints of two ranks and replay", spec: spec(1, dp(0, 2), func(s *WorkerSpec) {
@@ -140,6 +155,7 @@ func TestUpsertWorkerReasons(t *testing.T) {
 			"reconciliation failed: invalid kv_events endpoint for worker 1 dp_rank 1: invalid ZMQ endpoint `tcp://:1`: missing TCP host"}},
 		{name: "invalid replay endpoint", spec: spec(1, func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w1:99999") }), want: []string{
 			"reconciliation failed: invalid replay endpoint for worker 1: invalid ZMQ endpoint `tcp://w1:99999`: invalid TCP port: number too large to fit in target type"}},
+		// Step 6: block_size and is_eagle are fixed per partition by its first member.
 		{name: "block size mismatch", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }), want: []string{
 			"reconciliation failed: block_size mismatch for model=default routing_group=default: existing=4 requested=16"}},
 		{name: "is_eagle mismatch", pre: []WorkerSpec{spec(2)}, spec: spec(1, func(s *WorkerSpec) { s.IsEagle = ptr(true) }), want: []string{
@@ -173,6 +189,7 @@ func TestUpsertWorkerReasons(t *testing.T) {
 			if got, _ := e.Worker(*tc.spec.WorkerID); got.Lifecycle != wantLife {
 				t.Fatalf("catalog lifecycle %s, want %s", got.Lifecycle, wantLife)
 			}
+			// Readiness counts follow the lifecycle: an incomplete record is never schedulable.
 			wantSched := len(tc.pre)
 			if tc.want == nil {
 				wantSched++
@@ -236,7 +253,8 @@ func TestRankReconciliation(t *testing.T) {
 		t.Fatalf("initial overlap %d/%d, want 4/2", d0, d1)
 	}
 
-	// Capacity update, endpoints unchanged: everything survives.
+	// Capacity update, endpoints unchanged: everything survives. This is the rule that lets an
+	// operator re-POST a complete record (e.g. new total_kv_blocks) without draining the view.
 	upd := base
 	upd.TotalKVBlocks = ptr(uint64(1000))
 	mustUpsert(t, e, upd)
@@ -273,7 +291,8 @@ func TestRankReconciliation(t *testing.T) {
 		}
 	}
 
-	// Shrinking to one rank drops rank 1 with its booking and reservation row.
+	// Shrinking to one rank drops rank 1 with its booking and reservation row: the row must go
+	// with the booking (a later lifecycle call is a 404, not a call into a vanished tracker).
 	mustUpsert(t, e, spec(1, dp(0, 1)))
 	if l := loadOf(e, defKey, r1); l.ActiveRequests != 0 {
 		t.Fatalf("rank 1 still loaded after leaving the DP range: %+v", l)
@@ -305,7 +324,8 @@ func TestUpsertMovesPartition(t *testing.T) {
 		t.Fatalf("moved worker kept its old partition's blocks: %+v", res.Workers)
 	}
 
-	// Becoming incomplete empties the catalog of schedulable workers.
+	// Becoming incomplete empties the catalog of schedulable workers, so the 503 message switches
+	// to the catalog-wide form and the empty partition disappears from /loads and /dump.
 	rec, _ := e.UpsertWorker(spec(1, inModel("m2", DefaultName), func(s *WorkerSpec) { s.Endpoint = nil }))
 	if rec.Lifecycle != LifecycleIncomplete {
 		t.Fatalf("lifecycle %s", rec.Lifecycle)
@@ -337,6 +357,7 @@ func TestPatchWorker(t *testing.T) {
 	_, err = e.PatchWorker(1, WorkerPatch{KVTransferEnforcement: ptr("never")})
 	wantErr(t, err, ErrUnprocessable, "kv_transfer_enforcement")
 
+	// model_name in a patch is ignored (not patchable); maps are replaced, not merged.
 	rec, err = e.PatchWorker(1, WorkerPatch{
 		Endpoint:        ptr("http://w1:9000"),
 		ModelName:       ptr("other"),
@@ -423,6 +444,8 @@ func TestWorkersListing(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
+	// Filters are independent; the order is (model_name, routing_group, worker_id) regardless of
+	// registration order.
 	tests := []struct{ model, group, want string }{
 		{"", "", "a/x/2 a/x/9 a/y/3 b/x/1 b/x/5"},
 		{"a", "", "a/x/2 a/x/9 a/y/3"},

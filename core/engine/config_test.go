@@ -21,25 +21,31 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	neg := ptr(-1.0)
+	// One row per rule of Config.Validate; want is the setting's DYN_ROUTER_/CLI name, which the
+	// message must contain so an operator knows what to fix.
 	tests := []struct {
 		name string
 		edit func(*Config)
 		want string
 	}{
+		// Non-negative finite weights.
 		{"credit negative", func(c *Config) { c.OverlapScoreCredit = -1 }, "overlap_score_credit must be a finite, non-negative number"},
 		{"credit infinite", func(c *Config) { c.OverlapScoreCredit = math.Inf(1) }, "overlap_score_credit must be a finite"},
 		{"decay NaN", func(c *Config) { c.OverlapScoreCreditDecay = math.NaN() }, "overlap_score_credit_decay"},
 		{"prefill scale", func(c *Config) { c.PrefillLoadScale = -0.5 }, "prefill_load_scale"},
 		{"request weight", func(c *Config) { c.DecodeActiveRequestWeight = -2 }, "decode_active_request_weight"},
 		{"temperature", func(c *Config) { c.Temperature = -0.1 }, "router_temperature"},
+		// Weights in [0, 1].
 		{"host weight above 1", func(c *Config) { c.HostCacheHitWeight = 1.5 }, "host_cache_hit_weight must be between 0 and 1"},
 		{"disk weight negative", func(c *Config) { c.DiskCacheHitWeight = -0.1 }, "disk_cache_hit_weight"},
 		{"shared multiplier NaN", func(c *Config) { c.SharedCacheMultiplier = math.NaN() }, "shared_cache_multiplier"},
 		{"output blocks need active blocks", func(c *Config) { c.TrackOutputBlocks, c.TrackActiveBlocks = true, false }, "router_track_output_blocks requires router_track_active_blocks"},
+		// Tracking-hash options (spec §4.4).
 		{"key options in public mode", func(c *Config) { c.TrackingKeyID = "k" }, "router tracking key options require router_tracking_hash=keyed-xxh3-v1"},
 		{"keyed without file", func(c *Config) { c.TrackingHash = TrackingKeyed; c.TrackingKeyID = "k" }, "router_tracking_key_file is required"},
 		{"keyed without id", func(c *Config) { c.TrackingHash = TrackingKeyed; c.TrackingKeyFile = "/k" }, "router_tracking_key_id is required"},
 		{"unknown tracking hash", func(c *Config) { c.TrackingHash = "md5" }, `router_tracking_hash must be public-xxh3-v1 or keyed-xxh3-v1, got "md5"`},
+		// Approximate index and queueing.
 		{"ttl negative", func(c *Config) { c.TTL = -time.Second }, "router_ttl_secs"},
 		{"lru with events", func(c *Config) { c.ApproximateCachePolicy = "lru" }, "router_approximate_cache_policy=lru is not supported with use_kv_events=true"},
 		{"unknown cache policy", func(c *Config) { c.ApproximateCachePolicy = "fifo" }, "router_approximate_cache_policy must be ttl or lru"},
@@ -47,6 +53,7 @@ func TestConfigValidate(t *testing.T) {
 		{"queue policy", func(c *Config) { c.QueuePolicy = "random" }, "router_queue_policy must be fcfs, lcfs or wspt"},
 		{"event threads", func(c *Config) { c.EventThreads = 0 }, "router_event_threads"},
 		{"expiry", func(c *Config) { c.ActiveRequestExpiry = 0 }, "active_request_expiry_secs"},
+		// Conditional-disaggregation thresholds, predicted TTL, session affinity, selection cache.
 		{"decode busy threshold", func(c *Config) { c.DecodeBusyThreshold = neg }, "conditional_disagg_decode_busy_threshold"},
 		{"prefill busy threshold", func(c *Config) { c.PrefillBusyThreshold = ptr(math.NaN()) }, "conditional_disagg_prefill_busy_threshold"},
 		{"predicted ttl negative", func(c *Config) { c.PredictedTTL = ptr(-time.Second) }, "router_predicted_ttl_secs must be non-negative"},
@@ -111,6 +118,8 @@ func TestNewKeyedMode(t *testing.T) {
 
 // TestValidateZMQEndpoint covers every message of spec §10.7.
 func TestValidateZMQEndpoint(t *testing.T) {
+	// want is the reason after "invalid ZMQ endpoint `<ep>`: " ("" = valid). The port errors
+	// reproduce Rust's u16 parser wording, which Dynamo clients see.
 	tests := []struct{ ep, want string }{
 		{"tcp://127.0.0.1:5557", ""},
 		{"tcp://*:9092", ""},
@@ -149,6 +158,8 @@ func TestValidateZMQEndpoint(t *testing.T) {
 
 // TestRequestValidation covers the 422 checks of SelectRequest and router_config_override.
 func TestRequestValidation(t *testing.T) {
+	// Every row is a 422 in Dynamo (serde rejects it while deserialising); a refused request must
+	// change nothing: no booking effects, no pending selection.
 	nan, neg := math.NaN(), -1.0
 	tests := []struct {
 		name string

@@ -40,6 +40,8 @@ func workedExample(t testing.TB, cfg *Config) (*Engine, []uint32) {
 func TestWorkedExample(t *testing.T) {
 	e, prompt := workedExample(t, nil)
 
+	// The public projection shows the example's inputs: decode 10/5/9 blocks and prefill
+	// isl − cached = 40 − 4·overlap tokens.
 	pl, err := e.PotentialLoads(&PromptQuery{Prompt: tokenPrompt(prompt)})
 	noErr(t, err)
 	wantDecode := map[uint64]uint64{1: 10, 2: 5, 3: 9}
@@ -50,6 +52,7 @@ func TestWorkedExample(t *testing.T) {
 		}
 	}
 
+	// cost = (10 − overlap) + decode: 8+10 = 18, 5+5 = 10, 2+9 = 11.
 	p := e.parts[defKey]
 	pr := tokenPrompt(prompt)
 	n, err := e.normalize(p, &pr, true, true)
@@ -161,6 +164,7 @@ func TestPickEdgeCases(t *testing.T) {
 		}
 		return out
 	}
+	// NaN marks an ineligible candidate in mk; the ineligible ones are made cheapest on purpose.
 	nan := math.NaN()
 	for _, temp := range []float64{0, 0.5} {
 		if i := e.pick(mk(nan, nan), temp); i != -1 {
@@ -214,6 +218,8 @@ func costSpec(s scored, isl uint64, bs uint32, w weights, minActive uint64, nseq
 func TestCostsMatchSpec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	base := newEngine(t, nil).weightsFor(nil)
+	// Inputs respect the engine's invariants: tiers never extend past the prompt, and a rank's
+	// live prefix is part of its active blocks.
 	for iter := 0; iter < 2000; iter++ {
 		bs := uint32(1 + rng.IntN(32))
 		nseq := rng.IntN(64)

@@ -62,6 +62,9 @@ func (f *fuzzBytes) str(choices ...string) *string {
 
 // prompt builds a token or hash prompt, valid or not.
 func (f *fuzzBytes) prompt() Prompt {
+	// Half the inputs take the token path, half the precomputed-hash path; the hash path is
+	// deliberately inconsistent (missing lists, length mismatches, isl 0 or huge) to reach every
+	// validation branch, and hashes are arbitrary 64-bit values (negative on the wire).
 	var p Prompt
 	switch f.intn(4) {
 	case 0, 1: // tokens, mostly from a shared range so some blocks match the index
@@ -116,6 +119,8 @@ func (f *fuzzBytes) prompt() Prompt {
 }
 
 func (f *fuzzBytes) override() *ConfigOverride {
+	// One request in three carries an override; its floats include NaN, ±Inf and negatives,
+	// which Validate must refuse before any weight reaches the cost function.
 	if f.intn(3) != 0 {
 		return nil
 	}
@@ -142,6 +147,8 @@ func (f *fuzzBytes) selectRequest() *SelectRequest {
 	if f.intn(3) == 0 {
 		r.ExpectedOutputTokens = ptr(uint32(f.u64()))
 	}
+	// Targets name known and unknown workers and ranks, sometimes with required fields missing
+	// (those are 422s); allowed ids and taint constraints can exclude every candidate.
 	switch f.intn(6) {
 	case 0:
 		r.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(f.intn(5))), DPRank: ptr(uint32(f.intn(4)))}
@@ -216,6 +223,8 @@ func FuzzSelect(f *testing.F) {
 	f.Add([]byte("\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4\xf3\xf2\xf1\xf0\xef\xee\xed\xec\xeb\xea"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fb := &fuzzBytes{b: data}
+		// The first byte picks the configuration: Dynamo defaults, approximate mode, or queueing
+		// with busy thresholds, softmax and credit decay (the branches a default config skips).
 		var cfg *Config
 		switch fb.intn(4) {
 		case 1:
@@ -228,6 +237,8 @@ func FuzzSelect(f *testing.F) {
 			cfg = &c
 		}
 		e := fuzzEngine(t, cfg)
+		// Several rounds per input so later requests see state left by earlier ones (bookings,
+		// pending selections, effects).
 		for round := 0; round < 4 && (round == 0 || len(fb.b) > 0); round++ {
 			req := fb.selectRequest()
 			resp, err := e.Select(req, t0)
@@ -235,6 +246,7 @@ func FuzzSelect(f *testing.F) {
 			if err == nil && (resp.Overlap.GPU > resp.Overlap.CPU || resp.Overlap.CPU > resp.Overlap.Disk || resp.Booked != nil) {
 				t.Fatalf("Select response %+v", resp)
 			}
+			// Same request as a booking: a success always carries the booked inputs and an id.
 			resp, err = e.SelectAndReserve(req, t0)
 			mustSentinel(t, "SelectAndReserve", err)
 			if err == nil && (resp.Booked == nil || resp.SelectionID == nil) {
@@ -245,6 +257,7 @@ func FuzzSelect(f *testing.F) {
 			mustSentinel(t, "PotentialLoads", err)
 			_, err = e.OverlapScores(q)
 			mustSentinel(t, "OverlapScores", err)
+			// The prompt again as a reservation, in the replay or (half the time) explicit form.
 			rr := &ReservationRequest{ModelName: req.ModelName, RoutingGroup: req.RoutingGroup, SelectionID: req.SelectionID,
 				Prompt: req.Prompt, RouterConfigOverride: req.RouterConfigOverride}
 			if fb.intn(2) == 0 {
@@ -258,6 +271,7 @@ func FuzzSelect(f *testing.F) {
 			}
 			_, err = e.Reserve(rr, t0)
 			mustSentinel(t, "Reserve", err)
+			// Lifecycle calls on whatever the id now names (booked, pending or unknown).
 			id := deref(req.SelectionID, "a")
 			mustSentinel(t, "OutputBlock", e.OutputBlock(id, fb.f64()))
 			mustSentinel(t, "PrefillComplete", e.PrefillComplete(id))
@@ -270,6 +284,7 @@ func FuzzSelect(f *testing.F) {
 				}
 			}
 		}
+		// A far-future sweep frees everything; it must cope with any state the rounds left.
 		e.Sweep(t0.Add(1e12))
 	})
 }
@@ -285,12 +300,15 @@ func FuzzUpsertWorker(f *testing.F) {
 		fb := &fuzzBytes{b: data}
 		e := newEngine(t, []*Config{nil, approxConfig()}[fb.intn(2)])
 		mustUpsert(t, e, spec(9))
+		// Worker 9 keeps the default partition alive, so re-registrations of 1–3 exercise
+		// partition joins, shape mismatches and moves, not only creation.
 		for round := 0; round < 3; round++ {
 			id := uint64(1 + fb.intn(3))
 			s := WorkerSpec{WorkerID: ptr(id), ModelName: fb.str("default", "m2"), Endpoint: fb.str("", "http://w")}
 			if fb.intn(4) != 0 {
 				s.BlockSize = ptr(uint32(fb.intn(3)) * 4)
 			}
+			// Start ranks near the top of u32 exercise the wrap-around guard.
 			switch fb.intn(4) {
 			case 0:
 				s.DataParallelStartRank = ptr(uint32(fb.u64()))
@@ -325,6 +343,7 @@ func FuzzUpsertWorker(f *testing.F) {
 				_, err = e.PatchWorker(id, WorkerPatch{DataParallelSize: ptr(uint32(fb.intn(3)))})
 				mustSentinel(t, "PatchWorker", err)
 			}
+			// Book something so later upserts must reconcile live bookings.
 			_, err = e.SelectAndReserve(&SelectRequest{Prompt: tokenPrompt(toks(0, 16))}, t0)
 			mustSentinel(t, "SelectAndReserve", err)
 			e.EventSources(id)

@@ -56,7 +56,8 @@ func TestApplyKVEvents(t *testing.T) {
 		t.Fatalf("overlap after remove %v, want 5", ov[o])
 	}
 
-	// Dropped inputs change nothing.
+	// Dropped inputs change nothing. Duplicate detection has two code paths (a quadratic scan up
+	// to 8 hashes, a set beyond), so both lengths are covered; spec §10.3 drops such events whole.
 	mismatch := storedEvent(o1, TierOf("device"), nil, prompt, 4)
 	mismatch.BlockSize = 16
 	dup := storedEvent(o1, TierOf("device"), nil, prompt[:12], 4)
@@ -168,6 +169,8 @@ func TestOverlapScoresAndPotentialLoads(t *testing.T) {
 	if !slices.Equal(order, []string{"1/0", "2/0", "2/1"}) {
 		t.Fatalf("rows %v", order)
 	}
+	// Rank 2/0: 2 device blocks, then 1 host_pinned and 2 external blocks; the cumulative columns
+	// add up (host_pinned = 3, disk = 5) and external counts as disk for the extension column.
 	row := res.Workers[1]
 	want := OverlapRow{WorkerID: 2, DPRank: 0, DeviceBlocks: 2, HostPinnedBlocks: 3, DiskBlocks: 5,
 		HostPinnedExtensionBlocks: 1, DiskExtensionBlocks: 2, RouterCreditBlocks: 2 + 0.75*1 + 0.25*2}
@@ -310,6 +313,8 @@ func TestDump(t *testing.T) {
 	if len(part.Events) == 0 {
 		t.Fatalf("no events")
 	}
+	// Replaying the events into an empty index must rebuild the same overlaps: the dump is the
+	// recovery format peers bootstrap from (spec §11.3).
 	fresh := newEngine(t, nil)
 	mustUpsert(t, fresh, spec(1, dp(0, 2)))
 	tiers := map[string]bool{}
@@ -366,10 +371,10 @@ func TestKVHint(t *testing.T) {
 		}
 	}
 	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1, hinted("decode", nil)))                                            // target: nothing cached
-	mustUpsert(t, e, spec(2, hinted("decode", map[string]string{"0": "tcp://w2:5600"})))          // 4 blocks
-	mustUpsert(t, e, spec(3, hinted("decode", map[string]string{"0": "tcp://w3:5600"})))          // 4 blocks (tie, higher id)
-	mustUpsert(t, e, spec(4, hinted("prefill", map[string]string{"0": "tcp://w4:5600"})))         // 6 blocks, other type
+	mustUpsert(t, e, spec(1, hinted("decode", nil)))                                      // target: nothing cached
+	mustUpsert(t, e, spec(2, hinted("decode", map[string]string{"0": "tcp://w2:5600"})))  // 4 blocks
+	mustUpsert(t, e, spec(3, hinted("decode", map[string]string{"0": "tcp://w3:5600"})))  // 4 blocks (tie, higher id)
+	mustUpsert(t, e, spec(4, hinted("prefill", map[string]string{"0": "tcp://w4:5600"}))) // 6 blocks, other type
 	mustUpsert(t, e, spec(5, hinted("decode", map[string]string{"0": "tcp://w5:5600"}, func(s *WorkerSpec) { s.KVEventSourceMode = ptr("state_agent_v2") })))
 	mustUpsert(t, e, spec(6, hinted("decode", map[string]string{"1": "tcp://w6:5601"}))) // endpoint for another rank only
 	prompt := toks(0, 24)
@@ -379,6 +384,8 @@ func TestKVHint(t *testing.T) {
 	store(t, e, Owner{Worker: 5}, prompt[:24])
 	store(t, e, Owner{Worker: 6}, prompt[:24])
 
+	// Target worker 1 holds nothing. Sources: 2 and 3 tie at 4 blocks (lowest id wins); 4 is
+	// longer but another worker type; 5 is a state agent; 6 advertises no endpoint for rank 0.
 	r := selReq("h1", prompt)
 	r.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
 	resp, err := e.SelectAndReserve(r, t0)
@@ -459,6 +466,7 @@ func TestApproximateMode(t *testing.T) {
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 2 {
 		t.Fatalf("after replay %v", ov)
 	}
+	// Worker 1's blocks were recorded at t0 (deadline t0+10s), worker 2's at t0+5s (t0+15s).
 	e.Sweep(t0.Add(10*time.Second - 1))
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 {
 		t.Fatalf("expired before the TTL: %v", ov)

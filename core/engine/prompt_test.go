@@ -58,6 +58,7 @@ func TestNormalizeGolden(t *testing.T) {
 		t.Run(g.name, func(t *testing.T) {
 			e := newEngine(t, nil)
 			mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.BlockSize = ptr(g.blockSize) }))
+			// Internal view: block hashes feed the index, sequence hashes the load tracker.
 			pr := g.prompt()
 			n, err := e.normalize(e.parts[defKey], &pr, true, true)
 			noErr(t, err)
@@ -67,6 +68,7 @@ func TestNormalizeGolden(t *testing.T) {
 			if n.isl != uint64(len(g.tokens)) || !n.fromTokens || n.lora != g.lora {
 				t.Fatalf("isl %d fromTokens %v lora %q", n.isl, n.fromTokens, n.lora)
 			}
+			// Wire view: the booked tracking hashes come back as signed i64 bit patterns.
 			resp, err := e.SelectAndReserve(&SelectRequest{Prompt: pr}, t0)
 			noErr(t, err)
 			wire := make([]int64, len(g.seq))
@@ -102,18 +104,22 @@ func TestNormalizeTokenVariants(t *testing.T) {
 	if !slices.Equal(n.block, g.block) {
 		t.Fatalf("empty routing_token_ids must fall back to token_ids")
 	}
+	// Multimodal hashes are mixed into their block only.
 	withMM := Prompt{TokenIDs: toks(0, 16), BlockMMInfos: []*BlockExtraInfo{nil, {MMObjects: []MMObject{{MMHash: 42}}}}}
 	n, _ = e.normalize(p, &withMM, true, true)
 	if n.block[0] != g.block[0] || n.block[1] == g.block[1] || n.block[2] != g.block[2] {
 		t.Fatalf("mm info must change exactly block 1: %v", n.block)
 	}
 
+	// Eagle windows are block_size+1 tokens with stride block_size.
 	eagle := Prompt{TokenIDs: toks(0, 16), IsEagle: ptr(true)}
 	n, _ = e.normalize(p, &eagle, true, true)
 	if len(n.block) != 3 || n.isl != 16 {
 		t.Fatalf("eagle: %d blocks (want (16-1)/4 = 3), isl %d", len(n.block), n.isl)
 	}
 
+	// Without assumed reuse the index hashes stay public while tracking hashes are fresh random
+	// values per request, so two identical prompts never share live blocks.
 	pr := tokenPrompt(toks(0, 16))
 	a, _ := e.normalize(p, &pr, false, true)
 	b, _ := e.normalize(p, &pr, false, true)
@@ -126,6 +132,7 @@ func TestNormalizeTokenVariants(t *testing.T) {
 func TestNormalizeHashPath(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1))
+	// needBlocks is false for explicit reservations, which only need tracking hashes.
 	isl := ptr(uint64(40))
 	tests := []struct {
 		name       string

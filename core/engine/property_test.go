@@ -98,7 +98,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 	m := &propModel{workers: map[uint64]modelWorker{}, bookings: map[string]*modelBooking{}}
 	keys := []PartitionKey{defKey, {Model: "m2", Group: DefaultName}}
 	// A few shared prefixes with random tails, so prompts share tracking hashes.
-	prefixes := [][]uint32{toks(0, 16), toks(1000, 32), toks(5000, 8)}
+	prefixes := [][]uint32{toks(0, 16), toks(1000, 32), toks(5000, 8)} // 4, 8 and 2 blocks
 	prompt := func() []uint32 {
 		p := prefixes[rng.IntN(len(prefixes))]
 		p = p[:rng.IntN(len(p)+1)]
@@ -106,6 +106,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 	}
 	now := t0
 	nextID := 0
+	// liveID picks a live booking id, or (1 in 8) an unknown one to exercise the 404 paths.
 	liveID := func() string {
 		if len(m.bookings) == 0 || rng.IntN(8) == 0 {
 			return fmt.Sprint("ghost", rng.IntN(3))
@@ -117,6 +118,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 		slices.Sort(ids)
 		return ids[rng.IntN(len(ids))]
 	}
+	// expect checks an outcome against the model's prediction (nil = success).
 	expect := func(step int, op string, err error, want error) {
 		t.Helper()
 		if err != nil && sentinelName(err) == "" {
@@ -130,11 +132,15 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 	booked, expired := 0, 0
 	for step := 0; step < steps; step++ {
 		switch op := rng.IntN(100); {
+		// Operation mix (per 100): 12 upserts, 3 deletes, 5 KV-event stores, 30 atomic bookings,
+		// 8 explicit bookings, 12 prefill completions, 10 output blocks, 15 frees, 5 clock steps.
 		case op < 12: // register / re-register
 			id := uint64(1 + rng.IntN(6))
 			key := keys[rng.IntN(len(keys))]
 			start, size := uint32(rng.IntN(3)), uint32(1+rng.IntN(3))
 			s := spec(id, inModel(key.Model, key.Group), dp(start, size))
+			// One upsert in six is incomplete (no endpoint): the worker leaves its partition and
+			// its bookings go; a re-pointed rank keeps its bookings (only blocks are dropped).
 			ok := rng.IntN(6) != 0
 			if !ok {
 				s.Endpoint = nil
@@ -174,6 +180,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			}
 			nextID++
 			req := &SelectRequest{ModelName: ptr(key.Model), RoutingGroup: ptr(key.Group), SelectionID: ptr(id), Prompt: tokenPrompt(prompt())}
+			// An empty prompt takes the hash path with empty lists (allowed: isl > 0).
 			if len(req.Prompt.TokenIDs) == 0 {
 				req.Prompt = Prompt{BlockHashes: []int64{}, SequenceHashes: []int64{}, ISLTokens: ptr(uint64(1 + rng.IntN(9)))}
 			}
@@ -181,6 +188,8 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 				req.RouterConfigOverride = &ConfigOverride{TrackPrefillTokens: ptr(false)}
 			}
 			resp, err := e.SelectAndReserve(req, now)
+			// The id conflict is checked before readiness (spec §5.1 step 2 follows step 1, but a
+			// conflict needs a live booking, which implies a ready partition).
 			var want error
 			switch _, dup := m.bookings[id]; {
 			case dup:
@@ -189,6 +198,8 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 				want = ErrNotReady
 			}
 			expect(step, "select_and_reserve", err, want)
+			// A booking must land on a schedulable rank of the requested partition; the model
+			// records the booked tracking hashes and the prefill it will owe.
 			if err == nil {
 				o := Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
 				if w := m.workers[o.Worker]; !w.has(o.Rank) || w.key != key {
@@ -215,6 +226,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			sid := fmt.Sprint("x", nextID)
 			nextID++
 			pr := cat(toks(7, 1), prompt()) // at least one token
+			// An explicit prefill hint in [0, isl] makes the booked prefill exact for the model.
 			ept := uint64(rng.IntN(len(pr) + 1))
 			req := &ReservationRequest{SelectionID: ptr(sid), ModelName: ptr(key.Model), RoutingGroup: ptr(key.Group),
 				WorkerID: ptr(id), DPRank: ptr(rank), Prompt: tokenPrompt(pr), EffectivePrefillTokens: ptr(ept)}
@@ -252,6 +264,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			_, ok := m.bookings[id]
 			expect(step, "free", err, map[bool]error{true: nil, false: ErrNotFound}[ok])
 			delete(m.bookings, id)
+		// Bookings admitted strictly before now − 300 s expire; the count must match the model.
 		default: // time passes; the sweep expires old bookings
 			now = now.Add(time.Duration(rng.IntN(200)) * time.Second)
 			freed := e.Sweep(now)
@@ -283,7 +296,8 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 // checkInvariants compares the engine's reservation index and /loads with the model.
 func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 	t.Helper()
-	// Rows ⇔ bookings.
+	// Rows ⇔ bookings: same count, and every row's booking lives in its partition's tracker on
+	// the row's owner (and in the model).
 	live := 0
 	for _, p := range e.parts {
 		live += p.tracker.Len()
@@ -304,7 +318,8 @@ func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 			t.Fatalf("step %d: row %s %+v, model %+v", step, id, r, b)
 		}
 	}
-	// Naive recount of /loads.
+	// Naive recount of /loads: prompt blocks are de-duplicated per rank by tracking hash (the
+	// prefixes above make bookings share them); output blocks are private, weight 1.
 	type acc struct {
 		requests, prefill, outputs uint64
 		hashes                     map[uint64]bool
@@ -331,6 +346,7 @@ func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 	for _, pl := range e.Loads("", "") {
 		key := PartitionKey{Model: pl.ModelName, Group: pl.RoutingGroup}
 		for _, l := range pl.Loads {
+			// uint64 counters cannot go negative; an underflow shows as an absurd value.
 			if l.PotentialDecodeBlocks > 1<<40 || l.PotentialPrefillTokens > 1<<40 || l.ActiveRequests > 1<<40 {
 				t.Fatalf("step %d: load underflow %+v", step, l)
 			}

@@ -20,6 +20,7 @@ func TestReserveReplay(t *testing.T) {
 	mustUpsert(t, e, spec(1))
 	prompt := toks(0, 16)
 
+	// Request-level 422s come before any lookup.
 	_, err := e.Reserve(&ReservationRequest{}, t0)
 	wantErr(t, err, ErrUnprocessable, "missing field `selection_id`")
 	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("p"), RouterConfigOverride: &ConfigOverride{PrefillLoadScale: ptr(-1.0)}}, t0)
@@ -37,6 +38,7 @@ func TestReserveReplay(t *testing.T) {
 	if e.PendingSelections() != 1 || len(e.TakeEffects(nil)) != 0 {
 		t.Fatalf("select must cache without effects")
 	}
+	// The cache is keyed by (model_name, routing_group, selection_id).
 	wrong := replay("p")
 	wrong.ModelName = ptr("other")
 	_, err = e.Reserve(wrong, t0)
@@ -56,6 +58,7 @@ func TestReserveReplay(t *testing.T) {
 	if l := loadOf(e, defKey, Owner{Worker: 1}); triple(l) != "(1,4,16)" {
 		t.Fatalf("replayed booking load %s, want (1,4,16)", triple(l))
 	}
+	// The replayed admission is published like any booking, with the cached inputs.
 	fx := e.TakeEffects(nil)
 	if len(fx) != 1 || fx[0].Kind != LifecycleAdd || fx[0].RequestID != "p" || fx[0].Add.ISL != 16 || fx[0].Add.PrefillTokens != 16 ||
 		!slices.Equal(fx[0].Add.TokenSequence, goldenVectors[0].seq) {
@@ -106,6 +109,7 @@ func TestReserveReplayRetry(t *testing.T) {
 	_, err := e.Select(r, t0)
 	noErr(t, err)
 
+	// PATCH-like shrink of the DP range: rank 1 is gone, worker 2 keeps the partition ready.
 	mustUpsert(t, e, spec(1, dp(0, 1)))
 	_, err = e.Reserve(replay("r"), t0)
 	wantErr(t, err, ErrNotFound, "schedulable worker 1 (dp_rank 1) not found for model=default routing_group=default")
@@ -127,6 +131,7 @@ func TestReserveReplayPartitionNotReady(t *testing.T) {
 	mustUpsert(t, e, spec(1))
 	_, err := e.Select(selReq("g", toks(0, 8)), t0)
 	noErr(t, err)
+	// Deleting the only worker removes the partition; the cached selection must survive it.
 	_, err = e.DeleteWorker(1)
 	noErr(t, err)
 	_, err = e.Reserve(replay("g"), t0)
@@ -178,7 +183,7 @@ func TestPendingCacheBounds(t *testing.T) {
 		t.Fatalf("an over-budget entry must evict itself: %d entries, %d bytes", e.PendingSelections(), e.pending.bytes)
 	}
 
-	// Age.
+	// Age: peek treats entries older than the TTL as absent; age == TTL is still alive.
 	e = newEngine(t, nil)
 	mustUpsert(t, e, spec(1))
 	_, _ = e.Select(selReq("old", toks(0, 16)), t0)
@@ -226,6 +231,7 @@ func TestReserveExplicit(t *testing.T) {
 	prompt := toks(0, 40)
 	store(t, e, Owner{Worker: 1}, prompt[:16]) // rank 0 caches 4 blocks = 16 tokens
 
+	// Every refusal leaves no row and publishes nothing.
 	errs := []struct {
 		name string
 		req  ReservationRequest
@@ -254,6 +260,8 @@ func TestReserveExplicit(t *testing.T) {
 		})
 	}
 
+	// Spec §2.6: track = track_prefill_tokens ?? (effective_prefill_tokens given || override ??
+	// config); the load is the hint when given, else isl − cached tokens on the booked rank.
 	off := &ConfigOverride{TrackPrefillTokens: ptr(false)}
 	tracking := []struct {
 		name      string
@@ -311,6 +319,7 @@ func TestLifecycleCalls(t *testing.T) {
 	for _, f := range []func(string) error{e.PrefillComplete, e.Free, func(id string) error { return e.OutputBlock(id, nil) }} {
 		wantErr(t, f("ghost"), ErrNotFound, "reservation ghost not found")
 	}
+	// decay_fraction is validated before the lookup: a bad value on an unknown id is a 400.
 	for _, bad := range []float64{-0.1, 1.0001, math.NaN(), math.Inf(1)} {
 		wantErr(t, e.OutputBlock("ghost", &bad), ErrBadRequest, "decay_fraction must be between 0.0 and 1.0")
 	}
@@ -332,6 +341,7 @@ func TestLifecycleCalls(t *testing.T) {
 	if got := triple(loadOf(e, defKey, o)); got != "(1,6,0)" {
 		t.Fatalf("after two output blocks %s", got)
 	}
+	// With decay 0 every block the booking owns alone (4 prompt + 3 output) weighs nothing.
 	noErr(t, e.OutputBlock("a", ptr(0.0)))
 	if got := triple(loadOf(e, defKey, o)); got != "(1,0,0)" {
 		t.Fatalf("decay 0 must zero every exclusive block: %s", got)

@@ -28,6 +28,7 @@ func cachedPair(t *testing.T, cfg *Config) (*Engine, []uint32) {
 // TestSelectNotReady: both 503 messages, from every prompt-taking operation.
 func TestSelectNotReady(t *testing.T) {
 	e := newEngine(t, nil)
+	// check runs every operation that needs a ready partition and expects the same 503.
 	check := func(want string) {
 		t.Helper()
 		_, err := e.Select(selReq("", toks(0, 8)), t0)
@@ -41,9 +42,11 @@ func TestSelectNotReady(t *testing.T) {
 		_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(toks(0, 8))}, t0)
 		wantErr(t, err, ErrNotReady, want)
 	}
+	// No worker at all, then only an incomplete one: the catalog-wide message.
 	check("no schedulable workers are available")
 	_, _ = e.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(1))}) // incomplete
 	check("no schedulable workers are available")
+	// A schedulable worker elsewhere: the message names the partition.
 	mustUpsert(t, e, spec(2, inModel("other", "g")))
 	check("no schedulable workers for model=default routing_group=default")
 	if len(e.TakeEffects(nil)) != 0 {
@@ -79,6 +82,7 @@ func TestSelectAndReserveConflict(t *testing.T) {
 	_, err = e.SelectAndReserve(other, t0)
 	noErr(t, err)
 
+	// Without selection_id the booking id is a v4 UUID drawn from the engine's seeded source.
 	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
@@ -106,6 +110,9 @@ func TestSelectTargets(t *testing.T) {
 	}
 	u := func(v uint64) *uint64 { return &v }
 	r32 := func(v uint32) *uint32 { return &v }
+	// Precedence (spec §5.4): pinned_worker > affinity_target > cost. Pins are validated against
+	// eligibility (allowed ids, required taints) and fail hard; an ineligible or unknown affinity
+	// target is silently ignored. Filters alone can leave nothing, which is a 503 no_endpoints.
 	tests := []struct {
 		name    string
 		req     SelectRequest
@@ -151,6 +158,7 @@ func TestPreferredTaints(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.Taints = []string{"fast"} }))
 	mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.Taints = []string{"slow"} }))
+	// Without preferences the two workers tie exactly, so both must be picked often.
 	counts := map[uint64]int{}
 	for i := 0; i < 200; i++ {
 		r := selReq("", toks(0, 16))
@@ -161,6 +169,8 @@ func TestPreferredTaints(t *testing.T) {
 	if counts[1] < 50 || counts[2] < 50 {
 		t.Fatalf("ties are not broken at random: %v", counts)
 	}
+	// Any positive preferred weight on the worker's taint (or a negative one on the other's)
+	// lowers its multiplier below the other's, turning the tie into a strict preference.
 	for _, pref := range []map[string]float32{{"slow": 0.5}, {"slow": 2, "absent": 5}, {"fast": -1}} {
 		for i := 0; i < 50; i++ {
 			r := selReq("", toks(0, 16))
@@ -192,6 +202,7 @@ func TestSelectAdvisory(t *testing.T) {
 	adv.Advisory = true
 	resp, err := e.Select(adv, t0)
 	noErr(t, err)
+	// active_prefill_tokens projects this prompt onto the rank: 0 live + 40 new tokens.
 	wl := resp.WorkerLoad
 	if wl == nil || wl.ActivePrefillTokens != 40 || wl.PrefillTokenCapacity != 100 || *wl.TotalKVBlocks != 50 || *wl.PrefillBusy {
 		t.Fatalf("worker_load %+v", wl)
@@ -212,6 +223,7 @@ func TestSelectAdvisory(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Details.(QueueRejection).LimitKind != "prefill_tokens" {
 		t.Fatalf("rejection details %#v", ee)
 	}
+	// select_and_reserve never skips admission (advisory is ignored there).
 	_, err = e.SelectAndReserve(selReq("q", toks(0, 40)), t0)
 	wantErr(t, err, ErrOverloaded)
 	resp, err = e.Select(adv, t0)
@@ -239,6 +251,8 @@ func TestDecodeBusy(t *testing.T) {
 	e := newEngine(t, &cfg)
 	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(10)) }))
 	mustUpsert(t, e, spec(2, inModel("m", "g")))
+	// Threshold 0.5 × 10 blocks = 5: busy iff the projection exceeds 5 blocks. The projection
+	// counts a partial trailing block (18 tokens = 4 blocks + 1, 21 tokens = 5 + 1).
 	for _, tc := range []struct {
 		tokens    int
 		potential uint64
@@ -307,6 +321,9 @@ func TestOverlapSummary(t *testing.T) {
 		noErr(t, err)
 		return resp
 	}
+	// Per rank (tokens): r0 device 8, disk 8+8 = 16; r1 device 4, host 4+8 = 12; r2 nothing.
+	// Instance view: gpu = max device = 8, cpu = max host = 12, disk = max disk = 16, and dp lists
+	// every rank's device tokens, whichever rank was picked.
 	want := OverlapSummary{LongestMatched: 16, GPU: 8, CPU: 12, Disk: 16, DP: map[string]uint64{"0": 8, "1": 4, "2": 0}}
 	for rank, eff := range map[uint32]uint64{0: 24 - 10, 1: 24 - 10, 2: 24} {
 		resp := sel(rank)
@@ -360,6 +377,7 @@ func TestSelectResponseShape(t *testing.T) {
 		}
 		return out
 	}
+	// Keys every selection carries, and keys that must never appear (removed upstream fields).
 	base := []string{"model_name", "routing_group", "worker_id", "dp_rank", "endpoint", "block_size", "overlap", "effective_prefill_tokens", "potential_decode_blocks"}
 	never := []string{"cached_tokens", "effective_overlap_blocks", "tenant_id"}
 
@@ -414,6 +432,7 @@ func TestConfigOverrides(t *testing.T) {
 	if l := loadOf(e, defKey, Owner{Worker: 1}); l.PotentialPrefillTokens != 0 || l.PotentialDecodeBlocks != 4 {
 		t.Fatalf("untracked booking load %+v", l)
 	}
+	// The deprecated overlap_score_weight maps like DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT (§13.2).
 	w := e.weightsFor(&ConfigOverride{OverlapScoreWeight: ptr(0.0)})
 	if w.scale != 0 || w.credit != 0 {
 		t.Fatalf("overlap_score_weight=0 must zero scale and credit: %+v", w)
