@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -127,9 +128,10 @@ func (w *Worker) modelNow() float64 {
 	return float64(w.cfg.Clock.Now().Sub(w.epoch)) / float64(time.Millisecond) * w.cfg.Speedup
 }
 
-// sleepModel lets ms model milliseconds pass (ms / Speedup on the clock).
+// sleepModel lets ms model milliseconds pass (ms / Speedup on the clock), rounded up to a whole
+// nanosecond so that a request never wakes before its model deadline.
 func (w *Worker) sleepModel(ctx context.Context, ms float64) error {
-	return w.cfg.Clock.Sleep(ctx, time.Duration(ms/w.cfg.Speedup*float64(time.Millisecond)))
+	return w.cfg.Clock.Sleep(ctx, time.Duration(math.Ceil(ms/w.cfg.Speedup*float64(time.Millisecond))))
 }
 
 func (w *Worker) isClosed() bool {
