@@ -19,9 +19,9 @@ func TestEmittedBatches(t *testing.T) {
 	ctx := context.Background()
 	seed := w.Config().HashSeed
 
-	a := tokens(100, 3*bs+2)    // 3 full blocks + a partial one
-	ax := tokens(100, 5*bs)     // a extended to 5 blocks
-	b := tokens(9000, 4*bs)     // unrelated, 4 blocks
+	a := tokens(100, 3*bs+2) // 3 full blocks + a partial one
+	ax := tokens(100, 5*bs)  // a extended to 5 blocks
+	b := tokens(9000, 4*bs)  // unrelated, 4 blocks
 	ha := EngineHashes(nil, ax, bs, seed)
 	hb := EngineHashes(nil, b, bs, seed)
 
