@@ -159,18 +159,30 @@ class Publisher:
         self.replays = 0
         self.open()
 
+    @staticmethod
+    def bind(sock, ep):
+        # libzmq closes a socket asynchronously in its I/O thread, so right
+        # after "restart" the old listener may still hold the port briefly.
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                sock.bind(ep)
+                return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def open(self):
         self.seq = 0
         self.buffer = collections.deque(maxlen=self.args.buffer_steps)
         self.pub = self.ctx.socket(zmq.PUB)
         self.pub.set_hwm(self.args.hwm)
-        self.pub.bind(self.pub_ep)
-        self.pub_ep = self.pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.pub_ep = self.bind(self.pub, self.pub_ep)
         self.router = None
         if self.replay_ep:
             self.router = self.ctx.socket(zmq.ROUTER)
-            self.router.bind(self.replay_ep)
-            self.replay_ep = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
+            self.replay_ep = self.bind(self.router, self.replay_ep)
 
     def close(self):
         self.pub.close(linger=0)
