@@ -1,0 +1,375 @@
+package aibrixcheck
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
+)
+
+// Result is the outcome of one rule on one exchange.
+type Result struct {
+	Rule   string `json:"rule"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Exchange is what came back from one HTTP exchange, as the Gateway sees it.
+type Exchange struct {
+	Status    int
+	Header    http.Header
+	Body      []byte // at most aibrix.MaxResponseBytes+1 bytes
+	Truncated bool   // the body exceeded aibrix.MaxResponseBytes
+	Elapsed   time.Duration
+	Deadline  time.Duration
+	Err       error // transport failure; nil on success
+	TimedOut  bool  // Err was caused by the deadline
+}
+
+// Decision is a response body that passed the typed decode (V4). Has*
+// flags distinguish omitted members from empty ones.
+type Decision struct {
+	RequestID     string
+	DecisionID    string
+	HasDecisionID bool
+	Decision      string
+	HasTarget     bool
+	TargetID      string
+	Port          int64
+	HasPort       bool
+	Reason        string
+	HasReason     bool
+}
+
+type recorder struct{ out []Result }
+
+// check records a rule outcome and returns ok.
+func (r *recorder) check(rule string, ok bool, format string, args ...any) bool {
+	res := Result{Rule: rule, OK: ok}
+	if !ok {
+		res.Detail = fmt.Sprintf(format, args...)
+	}
+	r.out = append(r.out, res)
+	return ok
+}
+
+// checkTransport records exchange.transport and exchange.deadline and
+// reports whether a response is available to inspect.
+func checkTransport(r *recorder, ex *Exchange) bool {
+	if ex.Err != nil {
+		if ex.TimedOut {
+			r.check(RuleDeadline, false, "no complete answer within %v: %v", ex.Deadline, ex.Err)
+			return false
+		}
+		r.check(RuleTransport, false, "%v", ex.Err)
+		return false
+	}
+	r.check(RuleTransport, true, "")
+	r.check(RuleDeadline, ex.Deadline <= 0 || ex.Elapsed <= ex.Deadline, "took %v, deadline %v", ex.Elapsed, ex.Deadline)
+	return true
+}
+
+// ValidateDecision applies every decision rule to ex, the answer to sent.
+// Rules run in the Gateway's order; once a rule that the later ones depend
+// on fails, the dependent rules are not reported. The returned Decision is
+// non-nil when the body decoded (V4 passed).
+func ValidateDecision(ex *Exchange, sent *aibrix.Request) ([]Result, *Decision) {
+	r := &recorder{}
+	d := validateDecision(r, ex, sent)
+	return r.out, d
+}
+
+func validateDecision(r *recorder, ex *Exchange, sent *aibrix.Request) *Decision {
+	if !checkTransport(r, ex) {
+		return nil
+	}
+	if !r.check(RuleBodyLimit, !ex.Truncated, "response body exceeds %d bytes", aibrix.MaxResponseBytes) {
+		return nil
+	}
+	if !r.check(RuleStatus200, ex.Status == http.StatusOK, "status %d", ex.Status) {
+		return nil
+	}
+	ct := ex.Header.Get("Content-Type")
+	if !r.check(RuleMediaTypeGateway, gatewayMediaTypeOK(ct), "Content-Type %q", ct) {
+		return nil
+	}
+	r.check(RuleMediaTypeExact, ct == aibrix.MediaType, "Content-Type %q", ct)
+	enc := ex.Header.Get("Content-Encoding")
+	r.check(RuleIdentityEncoding, enc == "" || strings.EqualFold(enc, "identity"), "Content-Encoding %q", enc)
+	if !r.check(RuleNonEmpty, len(ex.Body) > 0, "empty body") {
+		return nil
+	}
+	doc, err := strictjson.Parse(ex.Body)
+	if !checkSyntax(r, err) {
+		return nil
+	}
+	root := doc.Root()
+	if !r.check(RuleObject, root.Kind() == strictjson.Object, "top-level value is %s", root.Kind()) {
+		return nil
+	}
+	if null := nullOptional(root); !r.check(RuleNoNullOptional, null == "", "%s is null; optional members must be omitted", null) {
+		return nil
+	}
+	d, typeErr := decodeDecision(root)
+	if !r.check(RuleTypes, typeErr == nil, "%v", typeErr) {
+		return nil
+	}
+	if !checkEnvelope(r, root, d, sent) {
+		return d
+	}
+	r.check(RuleDecisionIDBound, !d.HasDecisionID || boundedUTF8(d.DecisionID), "decisionId is %d bytes or not UTF-8", len(d.DecisionID))
+	r.check(RuleReasonBound, !d.HasReason || boundedUTF8(d.Reason), "reason is %d bytes or not UTF-8", len(d.Reason))
+	checkLegality(r, d, sent)
+	return d
+}
+
+// gatewayMediaTypeOK mirrors the Gateway: mime.ParseMediaType, lower-cased
+// type equal, version parameter exactly v1alpha1, other parameters ignored.
+func gatewayMediaTypeOK(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/vnd.aibrix.external-routing+json" && params["version"] == "v1alpha1"
+}
+
+// checkSyntax records the three V2 rules from one parse error.
+func checkSyntax(r *recorder, err error) bool {
+	if err == nil {
+		r.check(RuleJSONSyntax, true, "")
+		r.check(RuleNoDuplicates, true, "")
+		r.check(RuleNoTrailing, true, "")
+		return true
+	}
+	switch {
+	case errors.Is(err, strictjson.ErrDuplicateMember):
+		r.check(RuleNoDuplicates, false, "%v", err)
+	case errors.Is(err, strictjson.ErrTrailingData):
+		r.check(RuleNoTrailing, false, "%v", err)
+	default:
+		r.check(RuleJSONSyntax, false, "%v", err)
+	}
+	return false
+}
+
+// nullOptional implements V3 on exact member names: it returns the path of
+// an optional member encoded as null, or "".
+func nullOptional(root strictjson.Value) string {
+	isNull := func(v strictjson.Value, name string) bool {
+		m, ok := v.Get(name)
+		return ok && m.Kind() == strictjson.Null
+	}
+	if md, ok := root.Get("metadata"); ok && isNull(md, "decisionId") {
+		return "metadata.decisionId"
+	}
+	st, ok := root.Get("status")
+	if !ok {
+		return ""
+	}
+	switch {
+	case isNull(st, "reason"):
+		return "status.reason"
+	case isNull(st, "target"):
+		return "status.target"
+	}
+	if tg, ok := st.Get("target"); ok && isNull(tg, "port") {
+		return "status.target.port"
+	}
+	return ""
+}
+
+// decodeDecision is the V4 typed decode with exact member names. Nulls of
+// required members read as absent (V6 reports them).
+func decodeDecision(root strictjson.Value) (*Decision, error) {
+	d := &Decision{}
+	str := func(path string, v strictjson.Value, dst *string) (bool, error) {
+		switch v.Kind() {
+		case strictjson.String:
+			*dst = v.Str()
+			return true, nil
+		case strictjson.Null:
+			return false, nil
+		}
+		return false, fmt.Errorf("%s must be a string, got %s", path, v.Kind())
+	}
+	obj := func(path string, v strictjson.Value) (bool, error) {
+		switch v.Kind() {
+		case strictjson.Object:
+			return true, nil
+		case strictjson.Null:
+			return false, nil
+		}
+		return false, fmt.Errorf("%s must be an object, got %s", path, v.Kind())
+	}
+	var scratch string
+	for _, name := range []string{"apiVersion", "kind"} {
+		if v, ok := root.Get(name); ok {
+			if _, err := str(name, v, &scratch); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if md, ok := root.Get("metadata"); ok {
+		if isObj, err := obj("metadata", md); err != nil {
+			return nil, err
+		} else if isObj {
+			if v, ok := md.Get("requestId"); ok {
+				if _, err := str("metadata.requestId", v, &d.RequestID); err != nil {
+					return nil, err
+				}
+			}
+			if v, ok := md.Get("decisionId"); ok {
+				has, err := str("metadata.decisionId", v, &d.DecisionID)
+				if err != nil {
+					return nil, err
+				}
+				d.HasDecisionID = has
+			}
+		}
+	}
+	st, ok := root.Get("status")
+	if !ok {
+		return d, nil
+	}
+	if isObj, err := obj("status", st); err != nil || !isObj {
+		return d, err
+	}
+	if v, ok := st.Get("decision"); ok {
+		if _, err := str("status.decision", v, &d.Decision); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := st.Get("reason"); ok {
+		has, err := str("status.reason", v, &d.Reason)
+		if err != nil {
+			return nil, err
+		}
+		d.HasReason = has
+	}
+	if tg, ok := st.Get("target"); ok {
+		isObj, err := obj("status.target", tg)
+		if err != nil {
+			return nil, err
+		}
+		d.HasTarget = isObj
+		if isObj {
+			if v, ok := tg.Get("id"); ok {
+				if _, err := str("status.target.id", v, &d.TargetID); err != nil {
+					return nil, err
+				}
+			}
+			if v, ok := tg.Get("port"); ok && v.Kind() != strictjson.Null {
+				p, isInt := v.Int()
+				if !isInt {
+					return nil, fmt.Errorf("status.target.port must be an integer literal, got %s %q", v.Kind(), v.Literal())
+				}
+				d.Port, d.HasPort = p, true
+			}
+		}
+	}
+	return d, nil
+}
+
+// checkEnvelope records the V6 rules; false when any failed.
+func checkEnvelope(r *recorder, root strictjson.Value, d *Decision, sent *aibrix.Request) bool {
+	present := func(v strictjson.Value, name string) (strictjson.Value, bool) {
+		m, ok := v.Get(name)
+		return m, ok && m.Kind() != strictjson.Null
+	}
+	api, _ := present(root, "apiVersion")
+	kind, _ := present(root, "kind")
+	md, hasMD := present(root, "metadata")
+	_, hasID := present(md, "requestId")
+	st, hasStatus := present(root, "status")
+	_, hasDecision := present(st, "decision")
+	ok := r.check(RuleAPIVersion, api.Str() == aibrix.APIVersion, "apiVersion %q", api.Str())
+	ok = r.check(RuleKind, kind.Str() == aibrix.KindResponse, "kind %q", kind.Str()) && ok
+	ok = r.check(RuleMetadata, hasMD, "metadata missing") && ok
+	ok = r.check(RuleRequestIDEcho, hasID && d.RequestID == sent.RequestID,
+		"requestId %q (present=%v), sent %q", d.RequestID, hasID, sent.RequestID) && ok
+	ok = r.check(RuleStatusPresent, hasStatus && hasDecision, "status present=%v, decision present=%v", hasStatus, hasDecision) && ok
+	return ok
+}
+
+func boundedUTF8(s string) bool { return len(s) <= aibrix.MaxIDBytes && utf8.ValidString(s) }
+
+// checkLegality records the V8 rules.
+func checkLegality(r *recorder, d *Decision, sent *aibrix.Request) {
+	dt := aibrix.DecisionType(d.Decision)
+	if !r.check(RuleDecisionKnown, dt == aibrix.Selected || dt == aibrix.NoDecision || dt == aibrix.Denied,
+		"unknown decision %q", d.Decision) {
+		return
+	}
+	r.check(RuleLegalForMode, dt.Legal(sent.PolicyMode), "%s is illegal in %s mode", dt, sent.PolicyMode)
+	if !r.check(RuleTargetIffSel, d.HasTarget == (dt == aibrix.Selected), "decision %s with target present=%v", dt, d.HasTarget) {
+		return
+	}
+	if dt != aibrix.Selected {
+		return
+	}
+	i := slices.IndexFunc(sent.Candidates, func(c aibrix.Candidate) bool { return c.ID == d.TargetID })
+	if !r.check(RuleTargetInSnapshot, d.TargetID != "" && i >= 0, "target id %q is not a sent candidate", d.TargetID) {
+		return
+	}
+	ports := sent.Candidates[i].Ports
+	if d.HasPort {
+		r.check(RulePortAdvertised, slices.Contains(ports, int(d.Port)) && d.Port == int64(int(d.Port)),
+			"port %d is not one of %v", d.Port, ports)
+	} else {
+		r.check(RulePortAdvertised, len(ports) == 1, "port omitted but the candidate advertised %v", ports)
+	}
+	r.check(RulePortPresent, d.HasPort, "target.port omitted")
+}
+
+// ValidateProblem checks an answer that should reject a request with
+// wantStatus. token, when non-empty, must not appear in the body.
+func ValidateProblem(ex *Exchange, wantStatus int, token string) []Result {
+	r := &recorder{}
+	if !checkTransport(r, ex) {
+		return r.out
+	}
+	if !r.check(RuleProblemStatus, ex.Status == wantStatus, "status %d, want %d", ex.Status, wantStatus) {
+		return r.out
+	}
+	ct := ex.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	r.check(RuleProblemMedia, err == nil && mt == aibrix.ProblemMediaType, "Content-Type %q", ct)
+	r.check(RuleProblemBody, problemBodyOK(ex.Body, ex.Status) == nil, "%v", problemBodyOK(ex.Body, ex.Status))
+	if wantStatus == http.StatusUnauthorized {
+		ch := ex.Header.Get("WWW-Authenticate")
+		r.check(RuleProblemChallenge, len(ch) >= 6 && strings.EqualFold(ch[:6], "bearer"), "WWW-Authenticate %q", ch)
+	}
+	if token != "" {
+		r.check(RuleProblemNoSecret, !strings.Contains(string(ex.Body), token), "the body contains the bearer token")
+	}
+	return r.out
+}
+
+func problemBodyOK(body []byte, status int) error {
+	doc, err := strictjson.Parse(body)
+	if err != nil {
+		return err
+	}
+	root := doc.Root()
+	if root.Kind() != strictjson.Object {
+		return fmt.Errorf("problem body is %s, not an object", root.Kind())
+	}
+	if t, ok := root.Get("title"); !ok || t.Kind() != strictjson.String || t.Str() == "" {
+		return errors.New("title must be a non-empty string")
+	}
+	s, ok := root.Get("status")
+	if n, isInt := s.Int(); !ok || !isInt || n != int64(status) {
+		return fmt.Errorf("status member must be the integer %d", status)
+	}
+	if t, ok := root.Get("type"); ok && t.Kind() != strictjson.String {
+		return errors.New("type must be a string")
+	}
+	if t, ok := root.Get("detail"); ok && t.Kind() != strictjson.String {
+		return errors.New("detail must be a string")
+	}
+	return nil
+}
