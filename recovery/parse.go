@@ -100,7 +100,11 @@ func (p *parser) document() error {
 	if _, err := p.token(); err != nil { // the closing '}'
 		return err
 	}
-	if _, err := p.dec.Token(); err != io.EOF {
+	switch _, err := p.dec.Token(); {
+	case err == io.EOF:
+	case err != nil:
+		return streamErr(err)
+	default:
 		return fmt.Errorf("%w: data after the document", ErrMalformed)
 	}
 	return nil
