@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,9 @@ import (
 //     booking's current state (prefill tokens 0 once prefill completed), at a bounded rate.
 //     Triggers: its own NATS reconnect (after ResyncDelay, so that peers that reconnect a
 //     little later are subscribed again), and a peer joining or restarting (a new or restarted
-//     replica learns the bookings that exist already).
+//     replica learns the bookings that exist already; the pass is repeated after
+//     JoinResyncRepeat because the newcomer only accepts admissions once its worker catalog is
+//     registered).
 //  3. A receiver treats an admission for an id it already mirrors as a refresh: the engine's
 //     ApplyReplica replaces the mirrored row (same id, same owner) instead of adding a second
 //     booking, so repeating a resync never double-counts load. An admission for an id it does
@@ -52,6 +55,14 @@ const (
 	// DefaultJoinResyncDelay is how long a replica waits after a peer joined or restarted: the
 	// newcomer's subscriptions must propagate through the NATS cluster first.
 	DefaultJoinResyncDelay = 500 * time.Millisecond
+	// JoinResyncRepeat is when the pass for a joining or restarted peer is repeated: the
+	// newcomer drops admissions for partitions it does not have yet, and registers its worker
+	// catalog over HTTP only after it has started (and joined the bus).
+	JoinResyncRepeat = 5 * time.Second
+	// resyncCoalesce merges requests due this close together into one pass.
+	resyncCoalesce = 250 * time.Millisecond
+	// maxScheduled bounds the passes waiting to run.
+	maxScheduled = 4
 	// resyncBatch is how many admissions are enqueued per lock hold.
 	resyncBatch = 256
 	// ledgerPruneEvery is how often ledger entries older than the expiry guard are dropped, so
@@ -146,7 +157,7 @@ func (l ledger) prune(cutoff time.Time) int {
 // resyncer is the goroutine that republishes the ledger.
 //
 // Concurrency: request may be called from any goroutine and never blocks. Requests coalesce:
-// there is at most one pending pass, due at the latest time any request asked for, so a
+// passes due within resyncCoalesce of each other run once, at the later time, so a
 // reconnect's delayed pass is never cut short by an earlier, shorter request.
 type resyncer struct {
 	br        *BusReplicator
@@ -155,7 +166,7 @@ type resyncer struct {
 	joinDelay time.Duration // wait after a peer joined or restarted
 
 	mu   sync.Mutex
-	due  time.Time     // when the pending pass should start; zero = none (guarded by mu)
+	due  []time.Time   // start times of scheduled passes, ascending (guarded by mu)
 	wake chan struct{} // capacity 1: "due changed"
 	stop chan struct{}
 	done chan struct{}
@@ -184,18 +195,50 @@ func newResyncer(br *BusReplicator, rate int, delay, joinDelay time.Duration) *r
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// request schedules a pass d from now, or later if one is already due later.
+// request schedules a pass d from now. A request due within resyncCoalesce of an already
+// scheduled pass merges with it (the pass runs at the later of the two times); at most
+// maxScheduled passes are pending, the latest one absorbing any excess.
 func (r *resyncer) request(d time.Duration) {
 	t := time.Now().Add(d)
 	r.mu.Lock()
-	if r.due.IsZero() || t.After(r.due) {
-		r.due = t
+	merged := false
+	for i, due := range r.due {
+		if diff := t.Sub(due); diff < resyncCoalesce && diff > -resyncCoalesce {
+			if t.After(due) {
+				r.due[i] = t
+			}
+			merged = true
+			break
+		}
+	}
+	if !merged {
+		if len(r.due) < maxScheduled {
+			r.due = append(r.due, t)
+		} else if last := len(r.due) - 1; t.After(r.due[last]) {
+			r.due[last] = t
+		}
+		slices.SortFunc(r.due, func(a, b time.Time) int { return a.Compare(b) })
 	}
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// next returns the earliest scheduled pass (zero when none), removing it when it is due.
+func (r *resyncer) next(now time.Time) (due time.Time, ready bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.due) == 0 {
+		return time.Time{}, false
+	}
+	due = r.due[0]
+	if due.After(now) {
+		return due, false
+	}
+	r.due = slices.Delete(r.due, 0, 1)
+	return due, true
 }
 
 // close stops the goroutine, abandoning a pass in progress, and waits for it.
@@ -212,24 +255,16 @@ func (r *resyncer) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		r.mu.Lock()
-		due := r.due
-		r.mu.Unlock()
+		due, ready := r.next(time.Now())
+		if ready {
+			if !r.pass() {
+				return
+			}
+			continue
+		}
 		var fire <-chan time.Time
 		if !due.IsZero() {
-			wait := time.Until(due)
-			if wait <= 0 {
-				r.mu.Lock()
-				if r.due.Equal(due) {
-					r.due = time.Time{}
-				}
-				r.mu.Unlock()
-				if !r.pass() {
-					return
-				}
-				continue
-			}
-			timer.Reset(wait)
+			timer.Reset(time.Until(due))
 			fire = timer.C
 		}
 		select {
@@ -351,6 +386,7 @@ func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 		return
 	}
 	br.rs.request(br.rs.joinDelay)
+	br.rs.request(br.rs.joinDelay + JoinResyncRepeat)
 }
 
 // isPeer reports whether id is a configured peer.

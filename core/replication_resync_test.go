@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -404,5 +405,53 @@ func TestLedgerCopiesAdmission(t *testing.T) {
 	}
 	if l["x"].ev.Sender != "" {
 		t.Fatalf("ledger kept a sender")
+	}
+}
+
+// TestResyncScheduling checks how requests coalesce into scheduled passes.
+func TestResyncScheduling(t *testing.T) {
+	tests := []struct {
+		name   string
+		delays []time.Duration
+		want   int // scheduled passes
+	}{
+		{"one", []time.Duration{0}, 1},
+		{"close requests merge", []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, 1},
+		{"join pass and its repeat", []time.Duration{DefaultJoinResyncDelay, DefaultJoinResyncDelay + JoinResyncRepeat}, 2},
+		{"bounded", []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}, maxScheduled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newResyncer(nil, 0, 0, 0)
+			start := time.Now()
+			for _, d := range tc.delays {
+				r.request(d)
+			}
+			if len(r.due) != tc.want {
+				t.Fatalf("%d passes scheduled, want %d: %v", len(r.due), tc.want, r.due)
+			}
+			// The last pass is never earlier than the latest request.
+			latest := start.Add(slices.Max(tc.delays))
+			if last := r.due[len(r.due)-1]; last.Before(latest) {
+				t.Fatalf("last pass at %v, before the latest request %v", last, latest)
+			}
+			if !slices.IsSortedFunc(r.due, func(a, b time.Time) int { return a.Compare(b) }) {
+				t.Fatalf("passes out of order: %v", r.due)
+			}
+			// next hands them out in order once due, and only then.
+			if _, ready := r.next(start.Add(-time.Hour)); ready {
+				t.Fatal("a pass was ready before its time")
+			}
+			n := 0
+			for {
+				if _, ready := r.next(start.Add(time.Hour)); !ready {
+					break
+				}
+				n++
+			}
+			if n != tc.want {
+				t.Fatalf("next handed out %d passes, want %d", n, tc.want)
+			}
+		})
 	}
 }
