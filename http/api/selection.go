@@ -64,7 +64,7 @@ func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 func (h *handlers) prefillComplete(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
-	if err := h.svc.PrefillComplete(ps.ByName("id")); err != nil {
+	if err := h.svc.PrefillComplete(param(ps, "id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -82,7 +82,7 @@ func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httpro
 		writeError(w, err)
 		return
 	}
-	if err := h.svc.OutputBlock(ps.ByName("id"), req.DecayFraction); err != nil {
+	if err := h.svc.OutputBlock(param(ps, "id"), req.DecayFraction); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -90,7 +90,7 @@ func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httpro
 }
 
 func (h *handlers) free(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
-	if err := h.svc.Free(ps.ByName("id")); err != nil {
+	if err := h.svc.Free(param(ps, "id")); err != nil {
 		writeError(w, err)
 		return
 	}

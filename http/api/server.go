@@ -3,6 +3,8 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -82,5 +84,37 @@ func New(svc *core.Service, opts Options) http.Handler {
 		}
 		r.Handler(http.MethodPost, path, opts.AIBrix)
 	}
-	return r
+	return escapedPathRouter{r}
+}
+
+// escapedPathRouter routes on the request's escaped path, as axum does, so that a path
+// parameter may carry an encoded '/' (a client-chosen selection_id such as "tenant/req-1" is
+// sent as tenant%2Freq-1). httprouter matches the decoded URL.Path, where that slash would split
+// the segment and the route would not be found. Handlers read parameters through param, which
+// unescapes them. Requests whose path has no escapes (the usual case) pass through unchanged.
+type escapedPathRouter struct{ r *httprouter.Router }
+
+func (e escapedPathRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if ep := req.URL.EscapedPath(); ep != req.URL.Path {
+		r2 := *req
+		u := *req.URL
+		u.Path, u.RawPath = ep, ""
+		r2.URL = &u
+		req = &r2
+	}
+	e.r.ServeHTTP(w, req)
+}
+
+// param returns the unescaped value of a path parameter. The routed path came from
+// url.URL.EscapedPath, which is always validly encoded, so unescaping cannot fail; were it to,
+// the segment is returned as routed.
+func param(ps httprouter.Params, name string) string {
+	s := ps.ByName(name)
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
 }

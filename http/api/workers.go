@@ -77,7 +77,7 @@ func (h *handlers) ready(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 
 // workerID parses the {worker_id} path segment as a u64 (400 otherwise, like axum's Path).
 func workerID(ps httprouter.Params) (uint64, error) {
-	s := ps.ByName("worker_id")
+	s := param(ps, "worker_id")
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return 0, &httpError{errInvalidPath, fmt.Sprintf("Invalid URL: Cannot parse `%s` to a `u64`", s)}
