@@ -193,8 +193,20 @@ func TestReservationLifecycleRoutes(t *testing.T) {
 	h.wantError(h.do("POST", "/reservations/r1/prefill_complete", ""), http.StatusNotFound, "reservation r1 not found")
 	h.wantError(h.do("POST", "/reservations/r1/output_block", `{}`), http.StatusNotFound, "reservation r1 not found")
 
-	// Ids are path segments: an escaped space round-trips.
-	h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"selection_id":"a b","token_ids":[1,2,3,4]}`)
-	h.must(http.StatusOK, "POST", "/reservations/a%20b/prefill_complete", "")
-	h.must(http.StatusOK, "DELETE", "/reservations/a%20b", "")
+	// Ids are path segments: escaped spaces, slashes and percent signs round-trip, as with axum,
+	// which routes on the escaped path and unescapes parameters.
+	for _, c := range []struct{ id, escaped string }{
+		{"a b", "a%20b"}, {"tenant/req-1", "tenant%2Freq-1"}, {"50%/x", "50%25%2Fx"}, {"é", "%C3%A9"},
+	} {
+		h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"selection_id":"`+c.id+`","token_ids":[1,2,3,4]}`)
+		h.must(http.StatusOK, "POST", "/reservations/"+c.escaped+"/prefill_complete", "")
+		h.must(http.StatusOK, "POST", "/reservations/"+c.escaped+"/output_block", "{}")
+		h.must(http.StatusOK, "DELETE", "/reservations/"+c.escaped, "")
+		h.wantError(h.do("DELETE", "/reservations/"+c.escaped, ""), http.StatusNotFound, "reservation "+c.id+" not found")
+	}
+	// An escaped digit is still a worker id; an escaped path separator is not a route.
+	h.addWorker(worker(7, "", "", 4))
+	h.obj(http.StatusOK, "PATCH", "/workers/%37", `{}`)
+	h.wantError(h.do("GET", "/work%65rs", ""), http.StatusNotFound, "route not found")
+	h.wantError(h.do("GET", "/workers%2F", ""), http.StatusNotFound, "route not found")
 }
