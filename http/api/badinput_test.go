@@ -27,7 +27,8 @@ func badInputs() []rejected {
 	noCT := []string{"Content-Type", ""}
 	textCT := []string{"Content-Type", "text/plain"}
 	return []rejected{
-		// Worker catalog.
+		// Worker catalog. Each body would register a schedulable worker 9 (or rewrite worker 1)
+		// if its one defect were ignored, so a leak shows in GET /workers.
 		{"POST", "/workers", `{"worker_id":9,"endpoint":"http://w9","block_size":4`, nil, 400},
 		{"POST", "/workers", `{"worker_id":"9","endpoint":"http://w9","block_size":4}`, nil, 422},
 		{"POST", "/workers", `{"endpoint":"http://w9","block_size":4}`, nil, 422},
@@ -38,8 +39,10 @@ func badInputs() []rejected {
 		{"POST", "/workers", `{"worker_id":9,"endpoint":"http://w9","block_size":4}`, noCT, 415},
 		{"POST", "/workers", `{"worker_id":9,"endpoint":"http://w9","block_size":4}`, textCT, 415},
 		{"POST", "/workers", big, nil, 413},
+		// Routing refusals carrying a valid body must not reach any handler.
 		{"POST", "/workers/", `{"worker_id":9,"endpoint":"http://w9","block_size":4}`, nil, 404},
 		{"PUT", "/workers", `{"worker_id":9,"endpoint":"http://w9","block_size":4}`, nil, 405},
+		// A PATCH to block size 8 would move worker 1 out of its partition's shape.
 		{"PATCH", "/workers/1", `{"block_size":"8"}`, nil, 422},
 		{"PATCH", "/workers/1", `{"kv_transfer_enforcement":"x"}`, nil, 422},
 		{"PATCH", "/workers/1", `null`, nil, 422},
@@ -51,7 +54,8 @@ func badInputs() []rejected {
 		{"DELETE", "/workers/99", ``, nil, 404},
 		{"DELETE", "/workers/1x", ``, nil, 400},
 		{"DELETE", "/workers/1/", ``, nil, 404},
-		// Selection.
+		// Selection. Rejected selects carry ids that the end of the test checks were not
+		// cached; rejected select_and_reserve calls would otherwise book.
 		{"POST", "/select", `{"selection_id":"rej-1"}`, nil, 400},
 		{"POST", "/select", `{"selection_id":"rej-2","token_ids":[1],"session_context":{}}`, nil, 422},
 		{"POST", "/select", `{"selection_id":"rej-3","model_name":"nope","token_ids":[1]}`, nil, 503},
@@ -59,6 +63,7 @@ func badInputs() []rejected {
 		{"POST", "/select", `{"selection_id":"rej-5","token_ids":[1],"router_config_override":{"overlap_score_credit":-1}}`, nil, 422},
 		{"POST", "/select", `{"selection_id":"rej-6","token_ids":[1]}`, noCT, 415},
 		{"POST", "/select", `{"selection_id":"rej-7","token_ids":[1]}x`, nil, 400},
+		// Duplicates of live bookings, in either partition.
 		{"POST", "/select_and_reserve", `{"selection_id":"b1","token_ids":[1,2,3,4]}`, nil, 409},
 		{"POST", "/select_and_reserve", `{"selection_id":"b2","model_name":"m2","routing_group":"g","token_ids":[1]}`, nil, 409},
 		{"POST", "/select_and_reserve", `{"selection_id":"rej-8","block_hashes":[1,2],"sequence_hashes":[1],"isl_tokens":8}`, nil, 400},
@@ -68,11 +73,13 @@ func badInputs() []rejected {
 		{"POST", "/select_and_reserve", `{"selection_id":"rej-12","token_ids":[1],"routing_constraints":{"required_taints":["none"]}}`, nil, 503},
 		{"POST", "/select_and_reserve/", `{"selection_id":"rej-13","token_ids":[1,2,3,4]}`, nil, 404},
 		{"GET", "/select_and_reserve", ``, nil, 405},
-		// Reservations.
+		// Reservations. The replay of "keep" in the wrong partition must not consume it.
 		{"POST", "/reservations", `{"selection_id":"rej-14"}`, nil, 404},
 		{"POST", "/reservations", `{"selection_id":"keep","model_name":"m2","routing_group":"g"}`, nil, 404},
 		{"POST", "/reservations", `{}`, nil, 422},
 		{"POST", "/reservations", `{"selection_id":7}`, nil, 422},
+		// Explicit-form refusals: prefill over isl, no prompt, unknown worker, rank outside the
+		// range, incomplete worker, unready partition, duplicate id.
 		{"POST", "/reservations", `{"selection_id":"rej-15","worker_id":1,"sequence_hashes":[1],"isl_tokens":4,"effective_prefill_tokens":5}`, nil, 400},
 		{"POST", "/reservations", `{"selection_id":"rej-16","worker_id":1}`, nil, 400},
 		{"POST", "/reservations", `{"selection_id":"rej-17","worker_id":42,"sequence_hashes":[1],"isl_tokens":4}`, nil, 404},
@@ -81,6 +88,7 @@ func badInputs() []rejected {
 		{"POST", "/reservations", `{"selection_id":"rej-20","model_name":"nope","worker_id":1,"sequence_hashes":[1],"isl_tokens":4}`, nil, 503},
 		{"POST", "/reservations", `{"selection_id":"b1","worker_id":1,"sequence_hashes":[1],"isl_tokens":4}`, nil, 409},
 		{"POST", "/reservations", `{"selection_id":"rej-21"}`, noCT, 415},
+		// Lifecycle refusals; the ones on b1 would otherwise add an output block or decay it.
 		{"POST", "/reservations/rej-22/prefill_complete", `{}`, nil, 404},
 		{"POST", "/reservations/b1/output_block", `{"decay_fraction":2}`, nil, 400},
 		{"POST", "/reservations/b1/output_block", `{"decay_fraction":-0.5}`, nil, 400},
@@ -115,6 +123,8 @@ func badInputs() []rejected {
 func newBusyHarness(t *testing.T) *harness {
 	t.Helper()
 	h := newHarness(t)
+	// Two partitions, a two-rank worker, an incomplete worker, a booking with an output block
+	// (b1), one past prefill (b2) and a pending selection (keep).
 	h.addWorker(worker(1, "", "", 4, `"data_parallel_size":2`))
 	h.addWorker(worker(2, "", "", 4, `"taints":["fast"]`))
 	h.addWorker(worker(3, "m2", "g", 8))
@@ -130,6 +140,8 @@ func newBusyHarness(t *testing.T) *harness {
 // TestBadInputChangesNothing sends every rejected request and compares snapshots around each.
 func TestBadInputChangesNothing(t *testing.T) {
 	h := newBusyHarness(t)
+	// Snapshots are taken around each request, so a failure names the exact request that
+	// changed something.
 	for _, rj := range badInputs() {
 		before := h.snap()
 		r := h.doBytes(rj.method, rj.path, []byte(rj.body), rj.hdr...)

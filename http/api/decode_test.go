@@ -43,6 +43,8 @@ func newDecodeHarness(t *testing.T) *harness {
 // TestJSONBodyConventions sends each class of bad body to every JSON route.
 func TestJSONBodyConventions(t *testing.T) {
 	h := newDecodeHarness(t)
+	// Syntax errors (including an empty or whitespace-only body and trailing data) are 400;
+	// well-formed JSON that is not an object is a data error, 422, as serde reports it.
 	bodies := []struct {
 		name, body string
 		status     int
@@ -88,6 +90,8 @@ func TestContentType(t *testing.T) {
 			})
 		}
 	}
+	// axum accepts application/json and any application/*+json, with parameters and in any
+	// letter case.
 	h2 := newHarness(t)
 	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/vnd.kvselect+json"} {
 		body := worker(uint64(10+i), "", "", 4)
@@ -102,6 +106,7 @@ func TestContentType(t *testing.T) {
 func TestBodyLimit(t *testing.T) {
 	const limit = 8 << 20
 	h := newDecodeHarness(t)
+	// pad right-pads a valid body with spaces (still valid JSON) to exactly size bytes.
 	pad := func(body string, size int) []byte {
 		b := make([]byte, 0, size)
 		b = append(b, body...)
@@ -140,6 +145,9 @@ func TestBodyLimit(t *testing.T) {
 
 // TestUnknownFieldsIgnored checks that extra members, top-level and nested, change nothing.
 func TestUnknownFieldsIgnored(t *testing.T) {
+	// Two identical services get the same requests, one with extra members; answers and
+	// final state must be byte-identical. Removed Dynamo fields (tenant_id, cached_tokens,
+	// reservation_id) are among the extras: old clients sending them must keep working.
 	plain, extra := newHarness(t), newHarness(t)
 	for _, h := range []*harness{plain, extra} {
 		h.addWorker(worker(1, "", "", 4))
@@ -168,6 +176,9 @@ func TestUnknownFieldsIgnored(t *testing.T) {
 // trailing slash is a plain 404, never a redirect.
 func TestRoutingEnvelopes(t *testing.T) {
 	h := newDecodeHarness(t)
+	// Unknown paths, optional routes that are not configured, every route with a trailing
+	// slash, a doubled slash and a case change: all 404 without a Location header (the client
+	// does not follow redirects, so a redirect would show as a 3xx).
 	notFound := []struct{ method, path string }{
 		{"GET", "/"}, {"GET", "/nope"}, {"POST", "/selects"}, {"GET", "/workers/1/extra"},
 		{"GET", "/v1alpha1/select"}, {"GET", "/metrics"},
@@ -183,6 +194,7 @@ func TestRoutingEnvelopes(t *testing.T) {
 			t.Errorf("%s %s: got %s (Location %q), want 404 route not found without redirect", c.method, c.path, r, r.header.Get("Location"))
 		}
 	}
+	// Known paths with the wrong method: 405, and Allow lists the methods the path serves.
 	wrongMethod := []struct{ method, path, allow string }{
 		{"GET", "/select", "POST"}, {"PUT", "/workers", "GET, POST"}, {"DELETE", "/select_and_reserve", "POST"},
 		{"GET", "/reservations/r1/output_block", "POST"}, {"POST", "/health", "GET"}, {"POST", "/loads", "GET"},

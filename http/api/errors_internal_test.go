@@ -43,6 +43,8 @@ func TestStatusTable(t *testing.T) {
 		t.Fatalf("statusTable has %d entries, the test pins %d: pin the new ones", len(statusTable), len(wantStatuses))
 	}
 	for _, tc := range wantStatuses {
+		// The forms errors actually take: a bare sentinel, fmt.Errorf wrapping (once and
+		// twice), the engine's error type and the decoder's.
 		forms := []error{
 			tc.err,
 			fmt.Errorf("context: %w", tc.err),

@@ -28,6 +28,8 @@ func TestLoads(t *testing.T) {
 	h.addWorker(worker(2, "a", "y", 4, `"data_parallel_start_rank":2,"data_parallel_size":2`))
 	h.addWorker(worker(3, "a", "x", 4))
 
+	// parts checks every member of every partition and row, then summarises each partition as
+	// "model:group/rows" in answer order.
 	parts := func(query string) []string {
 		var out []string
 		for _, p := range h.arr(http.StatusOK, "GET", "/loads"+query, "") {
@@ -73,6 +75,8 @@ func TestPotentialLoads(t *testing.T) {
 	h.addWorker(worker(2, "", "", 4))
 	prompt := `{"token_ids":` + tokens(0, 16) + `}`
 
+	// rows reads /potential_loads as (requests, decode blocks, prefill tokens) per
+	// "worker/rank", checking each row's members.
 	rows := func() map[string]load {
 		out := map[string]load{}
 		for _, r := range h.arr(http.StatusOK, "POST", "/potential_loads", prompt) {
@@ -82,6 +86,7 @@ func TestPotentialLoads(t *testing.T) {
 		}
 		return out
 	}
+	// Idle: every rank would take all 16 tokens of prefill and 4 new blocks.
 	want := map[string]load{"1/0": {"0", "4", "16"}, "2/0": {"0", "4", "16"}}
 	if got := rows(); !mapsEqual(got, want) {
 		t.Fatalf("idle potential loads = %v, want %v", got, want)
@@ -126,6 +131,7 @@ func TestOverlapScores(t *testing.T) {
 	h.addWorker(worker(2, "", "", 4, `"data_parallel_size":2`))
 	h.addWorker(worker(1, "", "", 4))
 	prompt := `{"token_ids":` + tokens(0, 18) + `}`
+	// zero is the exact text of a row without hits.
 	zero := func(w, r string) string {
 		return `{"worker_id":` + w + `,"dp_rank":` + r + `,"device_blocks":0,"host_pinned_blocks":0,"disk_blocks":0,` +
 			`"host_pinned_extension_blocks":0,"disk_extension_blocks":0,"shared_beyond_device_blocks":null,"router_credit_blocks":0}`
@@ -137,6 +143,8 @@ func TestOverlapScores(t *testing.T) {
 		t.Fatalf("overlap_scores on an empty index\n got %s\nwant %s", got, want)
 	}
 
+	// Book 2 of the prompt's 4 blocks on worker 2 rank 1: its row shows 2 device blocks, the
+	// cumulative tiers repeat them, and the credit is 1.0 per device block.
 	booked := h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"token_ids":`+tokens(0, 8)+`,"pinned_worker":{"worker_id":2,"dp_rank":1}}`)
 	if num(booked, "worker_id") != "2" {
 		t.Fatalf("pinned booking landed on %v", booked)
@@ -173,6 +181,8 @@ func TestDump(t *testing.T) {
 	if got := string(h.must(http.StatusOK, "GET", "/dump", "")); got != "{}" {
 		t.Fatalf("empty dump = %s", got)
 	}
+	// A model name containing ':' still yields "<model>:<group>" keys (split on the last ':'
+	// by readers that need to).
 	h.addWorker(worker(1, "a", "x", 4))
 	h.addWorker(worker(2, "model:v2", "", 16))
 	if got := string(h.must(http.StatusOK, "GET", "/dump", "")); got != `{"a:x":{"block_size":4,"events":[]},"model:v2:default":{"block_size":16,"events":[]}}` {
@@ -181,6 +191,7 @@ func TestDump(t *testing.T) {
 	h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"model_name":"a","routing_group":"x","token_ids":`+tokens(0, 8)+`}`)
 	h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"model_name":"model:v2","token_ids":`+tokens(0, 16)+`}`)
 
+	// Walk every RouterEvent and check the recovery format's members at each level.
 	d := h.obj(http.StatusOK, "GET", "/dump", "")
 	wantKeys(t, "dump", d, "a:x", "model:v2:default")
 	counts := map[string]int{}
@@ -277,6 +288,7 @@ func (f *fakeReplicator) Peers() []string {
 // 400 for an empty endpoint and the sorted list.
 func TestReplicaSyncEnabled(t *testing.T) {
 	h := newHarnessWith(t, setup{opts: []core.Option{core.WithReplicator(&fakeReplicator{peers: map[string]bool{}})}})
+	// Peer ids are opaque strings here (DESIGN.md): any non-empty endpoint is accepted.
 	ok := `{"status":"ok"}`
 	if got := string(h.must(http.StatusCreated, "POST", "/replica_sync/register_peer", `{"endpoint":"tcp://selector-c:9092"}`)); got != ok {
 		t.Fatalf("register = %s", got)

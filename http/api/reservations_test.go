@@ -44,7 +44,8 @@ func TestReservationReplay(t *testing.T) {
 		t.Fatalf("load after replaying the latest 5-token selection = %+v, want (2,5,21)", l)
 	}
 
-	// The pending window is 120 s of service time.
+	// The pending window is 120 s of service time: an entry exactly 120 s old is still live
+	// (the cutoff is strictly older), one second more and it is gone.
 	h.obj(http.StatusOK, "POST", "/select", `{"selection_id":"fresh","token_ids":[1,2,3,4]}`)
 	h.obj(http.StatusOK, "POST", "/select", `{"selection_id":"stale","token_ids":[1,2,3,4]}`)
 	h.clock.Advance(120 * time.Second)
@@ -85,6 +86,8 @@ const seedExplicit = `{
 // prefill-tracking decision, that it discards a cached selection, and its 400/404/409/503s.
 func TestReservationExplicit(t *testing.T) {
 	h := newHarness(t)
+	// Block size 16 as in the seed; the prompt is 8 hashes for 512 tokens and the booking
+	// carries its own effective_prefill_tokens, so /loads shows 8 blocks and 384 tokens.
 	h.addWorker(worker(1, "model", "", 16, `"data_parallel_size":2`))
 	got := string(h.must(http.StatusCreated, "POST", "/reservations", seedExplicit))
 	if want := `{"selection_id":"request-123","model_name":"model","routing_group":"default","worker_id":1,"dp_rank":0,"endpoint":"http://w1:8000"}`; got != want {
@@ -118,6 +121,8 @@ func TestReservationExplicit(t *testing.T) {
 	h.must(http.StatusOK, "DELETE", "/reservations/x", "")
 	h.wantError(h.do("POST", "/reservations", `{"selection_id":"x","model_name":"model"}`), http.StatusNotFound, "no pending selection x")
 
+	// Every refusal of the explicit form, plus the 422s shared with the replay form. A missing
+	// selection_id must be named in the message (spec §2.0).
 	rejections := []struct {
 		name, body string
 		status     int
@@ -155,6 +160,8 @@ func TestReservationLifecycleRoutes(t *testing.T) {
 	h.addWorker(worker(1, "", "", 4))
 	h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"selection_id":"r1","token_ids":[1,2,3,4]}`)
 
+	// Every accepted lifecycle call answers exactly Dynamo's payload-less success body. The
+	// output_block bodies cover {}, an explicit null fraction, both bounds and unknown members.
 	ok := `{"status":"ok"}`
 	for _, req := range []struct{ method, path, body string }{
 		{"POST", "/reservations/r1/prefill_complete", ``},
@@ -172,6 +179,8 @@ func TestReservationLifecycleRoutes(t *testing.T) {
 	// prefill_complete ignores its body whatever it is.
 	h.must(http.StatusOK, "POST", "/reservations/r1/prefill_complete", "not json", "Content-Type", "text/plain")
 
+	// decay_fraction is range-checked before the reservation is looked up, so an unknown id
+	// with a bad fraction is 400, not 404.
 	for _, id := range []string{"r1", "nope"} {
 		for _, f := range []string{"-0.1", "1.0000001", "2", "-1e300"} {
 			h.wantError(h.do("POST", "/reservations/"+id+"/output_block", `{"decay_fraction":`+f+`}`),

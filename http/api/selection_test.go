@@ -59,6 +59,7 @@ func TestSelectResponseShape(t *testing.T) {
 		t.Fatalf("identity fields wrong: %v", resp)
 	}
 
+	// With a selection_id the id is echoed; the booking echo and removed fields stay absent.
 	resp = h.obj(http.StatusOK, "POST", "/select", `{"selection_id":"select-123","token_ids":[1,2,3,4],"session_id":"s","expected_output_tokens":8}`)
 	wantKeys(t, "/select with id", resp, withKeys(selectKeys, "selection_id")...)
 	if resp["selection_id"] != "select-123" {
@@ -90,6 +91,7 @@ func TestSelectNeverBooks(t *testing.T) {
 func TestSelectOverlapAfterBooking(t *testing.T) {
 	h := newHarness(t)
 	h.addWorker(worker(1, "", "", 4, `"data_parallel_size":2`))
+	// With KV events off the booking is recorded in the index for the rank that got it.
 	booked := h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"token_ids":`+tokens(0, 16)+`}`)
 	rank := num(booked, "dp_rank")
 	other := map[string]string{"0": "1", "1": "0"}[rank]
@@ -110,6 +112,10 @@ func TestSelectOverlapAfterBooking(t *testing.T) {
 // decode_busy's presence rule: threshold configured AND total_kv_blocks registered.
 func TestSelectAdvisoryAndBusyFlags(t *testing.T) {
 	decodeThr, prefillThr := 0.5, 0.9
+	// The cases walk the presence rules of spec §2.4: worker_load only for advisory selects;
+	// inside it total_kv_blocks only when registered and prefill_busy only with its threshold;
+	// decode_busy only with both its threshold and total_kv_blocks. 16 tokens at block size 4
+	// project 4 decode blocks, over half of a 2-block capacity, hence busy in the last case.
 	cases := []struct {
 		name           string
 		thresholds     bool
@@ -180,6 +186,7 @@ func TestSelectAndReserveShape(t *testing.T) {
 			t.Fatalf("after %d bookings active_requests = %s", i+1, got.requests)
 		}
 	}
+	// A supplied id is the booking id.
 	resp := h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"selection_id":"select-123","token_ids":[1,2,3,4]}`)
 	if resp["selection_id"] != "select-123" {
 		t.Fatalf("supplied selection_id not used: %v", resp["selection_id"])
@@ -264,6 +271,8 @@ func dumpTokensHashes(t *testing.T, h *harness) []string {
 func TestSelectAndReserveHashPathSigned(t *testing.T) {
 	h := newHarness(t)
 	h.addWorker(worker(1, "", "", 4))
+	// 11 tokens over 3 hashes: two full blocks plus a partial one, so the decode projection is
+	// ceil(11/4) = 3 blocks.
 	resp := h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"block_hashes":[-1,-9223372036854775808,9223372036854775807],
 		"sequence_hashes":[-2,5,-9223372036854775808],"isl_tokens":11}`)
 	if got := nums(t, resp["sequence_hashes"]); !slices.Equal(got, []string{"-2", "5", "-9223372036854775808"}) {
@@ -289,6 +298,7 @@ func TestSelectAndReserveDuplicate(t *testing.T) {
 	h.addWorker(worker(1, "", "", 4))
 	h.addWorker(worker(2, "other", "", 4))
 	h.obj(http.StatusOK, "POST", "/select_and_reserve", `{"selection_id":"dup","token_ids":[1,2,3,4]}`)
+	// Ids are process-wide: the same id in another partition conflicts too.
 	before := h.snap()
 	h.wantError(h.do("POST", "/select_and_reserve", `{"selection_id":"dup","token_ids":[1,2,3,4]}`),
 		http.StatusConflict, "selection dup is already reserved or being reserved")
@@ -309,6 +319,8 @@ func TestSelectRejections(t *testing.T) {
 		h.wantError(h.do("POST", path, `{"token_ids":[1,2,3,4]}`), http.StatusServiceUnavailable, "no schedulable workers are available")
 	}
 	h.addWorker(worker(1, "", "", 4))
+	// Groups: prompt validation of spec §4.1 (400, Dynamo's messages); values serde would refuse
+	// while deserialising (422); the partition or every candidate unavailable (503).
 	cases := []struct {
 		name, body string
 		status     int
@@ -352,6 +364,8 @@ func TestSelectRejections(t *testing.T) {
 // pick, and that the policy-class header is accepted when queueing is off.
 func TestSelectTargets(t *testing.T) {
 	h := newHarness(t)
+	// Three idle workers with equal cost, each with its own taint, so only the request's
+	// targeting can decide the pick.
 	for id := uint64(1); id <= 3; id++ {
 		h.addWorker(worker(id, "", "", 4, `"taints":["t`+fmt.Sprint(id)+`"]`))
 	}

@@ -136,6 +136,9 @@ DYN_ROUTER_USE_KV_EVENTS=false kvselect --port 8092
 Generated selection ids and tie-breaks are random in production; here the service is seeded, so
 they are the same on every run.
 `)
+	// lastID is the selection_id of the latest successful select_and_reserve; {id} in later
+	// steps refers to it. Each step's status is checked before it is rendered, so -update can
+	// never write a walk-through of a broken flow.
 	lastID := ""
 	for i, st := range walkthroughSteps() {
 		path := strings.ReplaceAll(st.path, "{id}", lastID)

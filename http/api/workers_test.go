@@ -32,6 +32,8 @@ const seedWorker = `{
 // echoed, not_schedulable_reasons and the router_hint_* / kv_event_source_mode fields omitted,
 // and no listeners field since ingestion was never started.
 func TestPostWorkerSeedExampleRecord(t *testing.T) {
+	// KV events on but never started: the record shows kv_events_endpoints as registered, and
+	// no listener state is attached.
 	h := newHarnessWith(t, setup{kvEvents: true})
 	got := string(h.must(http.StatusCreated, "POST", "/workers", seedWorker))
 	want := `{"worker_id":1,"model_name":"model","routing_group":"default","endpoint":"http://worker:8000",` +
@@ -60,6 +62,10 @@ func TestPostWorkerEveryFieldEchoed(t *testing.T) {
 		"topology_domains":{"zone":"z1"},"kv_transfer_domain":"nvl-1","kv_transfer_enforcement":"preferred",
 		"kv_transfer_preferred_weight":0.5,"router_hint_worker_type":"decode",
 		"router_hint_source_control_endpoints":{"3":"tcp://w7:5600"},"kv_event_source_mode":"framework_v1"}`)
+	// With every field set, the three omitted-when-empty members (router_hint_worker_type,
+	// router_hint_source_control_endpoints, kv_event_source_mode) appear too; only
+	// kv_events_endpoints stays absent because this worker uses the single kv_events_endpoint
+	// and not_schedulable_reasons because it is schedulable.
 	wantKeys(t, "record", rec, "worker_id", "model_name", "routing_group", "endpoint", "kv_events_endpoint",
 		"replay_endpoint", "block_size", "data_parallel_start_rank", "data_parallel_size", "max_num_batched_tokens",
 		"total_kv_blocks", "stable_routing_id", "is_eagle", "taints", "topology_domains", "kv_transfer_domain",
@@ -94,6 +100,10 @@ func TestPostWorkerEveryFieldEchoed(t *testing.T) {
 // lifecycle "incomplete" and Dynamo's reasons in Dynamo's order.
 func TestPostWorkerIncompleteReasons(t *testing.T) {
 	queue := 0.5
+	// Each case isolates one rule of spec §3.4, in its numbered order: metadata checks (1–4),
+	// KV-event endpoint checks that apply only with events on (5), partition reconciliation (6)
+	// and ZMQ endpoint validation (7). Reasons are matched by prefix because the ZMQ validator's
+	// own message follows the prefix.
 	cases := []struct {
 		name     string
 		kvEvents bool
@@ -160,6 +170,7 @@ func TestPostWorkerIncompleteReasons(t *testing.T) {
 // worker to another partition, leaving the old one without a schedulable worker.
 func TestPostWorkerIsUpsert(t *testing.T) {
 	h := newHarness(t)
+	// The first registration sets fields the second omits: an upsert must drop them, not merge.
 	h.addWorker(worker(1, "", "", 4, `"taints":["a"],"total_kv_blocks":10`))
 	rec := h.addWorker(worker(1, "other", "", 4))
 	if rec["model_name"] != "other" || len(rec["taints"].([]any)) != 0 || rec["total_kv_blocks"] != nil {
@@ -176,6 +187,9 @@ func TestPostWorkerIsUpsert(t *testing.T) {
 // TestPostWorkerRejections covers the 4xx answers of POST /workers.
 func TestPostWorkerRejections(t *testing.T) {
 	h := newHarness(t)
+	// Type and required-field errors are serde's (422); enum and rank-key errors are the ones the
+	// engine checks in place of serde (also 422); only broken syntax is 400. The fragment is the
+	// field the message must name so a client can tell what to fix.
 	cases := []struct {
 		name, body string
 		status     int
@@ -236,6 +250,8 @@ func TestPatchWorker(t *testing.T) {
 		t.Fatalf("empty PATCH changed the catalog:\n%s\n%s", before, after)
 	}
 
+	// The path id is parsed as a u64 before the body is read (axum's Path extractor runs first):
+	// anything else is 400 with axum's wording.
 	h.wantError(h.do("PATCH", "/workers/9", `{}`), http.StatusNotFound, "worker 9 not found")
 	for _, id := range []string{"abc", "-1", "1.5", "18446744073709551616", "%20"} {
 		h.wantError(h.do("PATCH", "/workers/"+id, `{}`), http.StatusBadRequest, "Cannot parse", "u64")
@@ -256,6 +272,7 @@ func TestDeleteWorker(t *testing.T) {
 	if rec["lifecycle"] != "unschedulable" {
 		t.Fatalf("DELETE record lifecycle = %v, want unschedulable", rec["lifecycle"])
 	}
+	// Apart from lifecycle, the final record has the same members as the registered one.
 	delete(rec, "lifecycle")
 	delete(created, "lifecycle")
 	wantKeys(t, "deleted record", rec, keys(created)...)
@@ -267,6 +284,7 @@ func TestDeleteWorker(t *testing.T) {
 			t.Fatalf("GET /loads still has rows after the only worker was deleted: %v", rows)
 		}
 	}
+	// The worker's bookings went with it: their lifecycle calls are unknown ids now.
 	h.wantError(h.do("DELETE", "/reservations/r1", ""), http.StatusNotFound, "reservation r1 not found")
 	h.wantError(h.do("DELETE", "/workers/1", ""), http.StatusNotFound, "worker 1 not found")
 	h.wantError(h.do("DELETE", "/workers/one", ""), http.StatusBadRequest, "Cannot parse `one` to a `u64`")
@@ -285,6 +303,7 @@ func TestListWorkersFiltersAndSort(t *testing.T) {
 	h.addWorker(worker(2, "a", "x", 4))
 	h.obj(http.StatusCreated, "POST", "/workers", `{"worker_id":3,"model_name":"a","routing_group":"x"}`) // incomplete: still listed
 
+	// ids lists the worker ids GET /workers answers, in answer order.
 	ids := func(query string) []string {
 		var out []string
 		for _, r := range h.arr(http.StatusOK, "GET", "/workers"+query, "") {
@@ -302,7 +321,7 @@ func TestListWorkersFiltersAndSort(t *testing.T) {
 		{"?model_name=a&routing_group=y", []string{"5"}},
 		{"?model_name=b&routing_group=y", nil},
 		{"?model_name=nope", nil},
-		{"?model_name=", []string{"2", "3", "9", "5", "1"}},
+		{"?model_name=", []string{"2", "3", "9", "5", "1"}}, // an empty filter matches everything
 	}
 	for _, tc := range cases {
 		if got := ids(tc.query); !slices.Equal(got, tc.want) {
@@ -339,6 +358,8 @@ func TestHealthAndReady(t *testing.T) {
 		t.Fatalf("/ready workers = %v, want every record in catalog order", ws)
 	}
 
+	// Shutting down: readiness drops at once, liveness does not, and new work is refused with
+	// Dynamo's shutdown message.
 	if err := h.svc.Close(); err != nil {
 		t.Fatal(err)
 	}
