@@ -16,43 +16,55 @@ import (
 //
 // With the default weights this is exactly Dynamo's aggregated-worker formula.
 
-// costs computes cost for every candidate in place.
+// costs computes cost for every candidate in place. It runs for every schedulable rank on every
+// selection, so the common case (no lower-tier hits, no decay) avoids float rounding and
+// divisions.
 func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 	if w.kvselect {
 		kvselectCosts(cs, n, blockSize, w)
 		return
 	}
 	bs := float64(blockSize)
+	invBS := 1 / bs
 	isl := n.isl
 	reqBlocks := float64(n.requestBlocks(blockSize))
+	decaying := w.trackPrefill && w.decay > 0 && reqBlocks > 0
 	minActive := uint64(math.MaxUint64)
-	if w.trackPrefill && w.decay > 0 {
+	if decaying {
 		for i := range cs {
-			minActive = min(minActive, cs[i].load.ActivePrefillTokens)
+			minActive = min(minActive, cs[i].Load.ActivePrefillTokens)
 		}
 	}
 	nseq := len(n.seq)
 	for i := range cs {
 		s := &cs[i]
+		l := s.Load
 		var rawPrefill float64
 		if w.trackPrefill {
-			cached := cachedTokens(s, uint64(blockSize), w)
-			rawPrefill = float64(s.load.ActivePrefillTokens + max(isl, cached))
+			var cached uint64
+			if s.HostExtBlocks == 0 && s.DiskExtBlocks == 0 {
+				cached = uint64(s.DeviceBlocks) * uint64(blockSize)
+			} else {
+				cached = cachedTokens(s, uint64(blockSize), w)
+			}
+			rawPrefill = float64(l.ActivePrefillTokens + max(isl, cached))
 		}
-		decay := 1.0
-		if w.trackPrefill && w.decay > 0 && reqBlocks > 0 {
-			rel := float64(s.load.ActivePrefillTokens-minActive) / bs
-			decay = 1 / (1 + w.decay*rel/reqBlocks)
+		credit := float64(s.DeviceBlocks) * w.credit
+		if decaying {
+			rel := float64(l.ActivePrefillTokens-minActive) * invBS
+			credit /= 1 + w.decay*rel/reqBlocks
 		}
-		credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
-		decodeCost := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-		s.cost = w.scale*max(0, rawPrefill/bs-credit) + decodeCost + w.reqWeight*float64(s.load.ActiveRequests)
+		if s.HostExtBlocks != 0 || s.DiskExtBlocks != 0 {
+			credit += w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
+		}
+		decodeCost := float64(l.ActiveBlocks) + float64(nseq-s.BookedPrefixBlocks)
+		s.cost = w.scale*max(0, rawPrefill*invBS-credit) + decodeCost + w.reqWeight*float64(l.ActiveRequests)
 	}
 }
 
 // cachedTokens is the effective cached token count of a candidate (never negative).
 func cachedTokens(s *scored, bs uint64, w weights) uint64 {
-	eff := float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
+	eff := float64(s.DeviceBlocks) + w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
 	return uint64(math.Round(max(0, eff*float64(bs))))
 }
 
@@ -170,8 +182,8 @@ func (e *Engine) admit(cs []scored) error {
 			continue
 		}
 		anyEligible = true
-		capacity := float64(deref(s.c.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
-		if float64(s.load.ActivePrefillTokens) <= frac*capacity {
+		capacity := float64(deref(s.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
+		if float64(s.Load.ActivePrefillTokens) <= frac*capacity {
 			return nil
 		}
 	}

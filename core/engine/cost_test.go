@@ -60,7 +60,7 @@ func TestWorkedExample(t *testing.T) {
 	cs := e.score(p, &n, e.weightsFor(nil))
 	got := map[uint64]float64{}
 	for _, c := range cs {
-		got[c.c.w.id] = c.cost
+		got[c.Owner.Worker] = c.cost
 	}
 	if got[1] != 18 || got[2] != 10 || got[3] != 11 {
 		t.Fatalf("costs %v, want 1:18 2:10 3:11", got)
@@ -197,20 +197,20 @@ func TestPickEdgeCases(t *testing.T) {
 // shared cache), plus kvselect's decode_load_scale weight (1 = Dynamo). minActive is the
 // minimum active prefill over eligible ranks.
 func costSpec(s scored, isl uint64, bs uint32, w weights, minActive uint64, nseq int) float64 {
-	eff := float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
+	eff := float64(s.DeviceBlocks) + w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
 	cached := uint64(math.Round(math.Max(0, eff*float64(bs))))
 	var raw float64
 	if w.trackPrefill {
-		raw = float64(s.load.ActivePrefillTokens + (isl - min(cached, isl)) + cached)
+		raw = float64(s.Load.ActivePrefillTokens + (isl - min(cached, isl)) + cached)
 	}
 	reqBlocks := float64((isl + uint64(bs) - 1) / uint64(bs))
 	decay := 1.0
 	if w.trackPrefill && w.decay > 0 {
-		decay = 1 / (1 + w.decay*(float64(s.load.ActivePrefillTokens-minActive)/float64(bs))/reqBlocks)
+		decay = 1 / (1 + w.decay*(float64(s.Load.ActivePrefillTokens-minActive)/float64(bs))/reqBlocks)
 	}
-	credit := w.credit*decay*float64(s.device) + w.host*float64(s.hostExt) + w.disk*float64(s.diskExt)
-	potentialDecode := float64(s.load.ActiveBlocks) + float64(nseq-s.activePrefix)
-	return w.scale*math.Max(0, raw/float64(bs)-credit) + potentialDecode + w.reqWeight*float64(s.load.ActiveRequests)
+	credit := w.credit*decay*float64(s.DeviceBlocks) + w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
+	potentialDecode := float64(s.Load.ActiveBlocks) + float64(nseq-s.BookedPrefixBlocks)
+	return w.scale*math.Max(0, raw/float64(bs)-credit) + potentialDecode + w.reqWeight*float64(s.Load.ActiveRequests)
 }
 
 // TestCostsMatchSpec: costs() equals the literal formula on random inputs, including decay,
@@ -235,11 +235,11 @@ func TestCostsMatchSpec(t *testing.T) {
 			dev := rng.IntN(nseq + 1)
 			host := rng.IntN(nseq - dev + 1)
 			disk := rng.IntN(nseq - dev - host + 1)
-			cs[i] = scored{eligible: true, device: int32(dev), hostExt: int32(host), diskExt: int32(disk), activePrefix: rng.IntN(nseq + 1)}
-			cs[i].load.ActivePrefillTokens = uint64(rng.IntN(5000))
-			cs[i].load.ActiveBlocks = uint64(cs[i].activePrefix + rng.IntN(100))
-			cs[i].load.ActiveRequests = rng.IntN(10)
-			minActive = min(minActive, cs[i].load.ActivePrefillTokens)
+			cs[i] = scored{eligible: true, Candidate: Candidate{DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk), BookedPrefixBlocks: rng.IntN(nseq + 1), Load: new(RankLoad)}}
+			cs[i].Load.ActivePrefillTokens = uint64(rng.IntN(5000))
+			cs[i].Load.ActiveBlocks = uint64(cs[i].BookedPrefixBlocks + rng.IntN(100))
+			cs[i].Load.ActiveRequests = rng.IntN(10)
+			minActive = min(minActive, cs[i].Load.ActivePrefillTokens)
 		}
 		costs(cs, &n, bs, w)
 		for i := range cs {

@@ -8,32 +8,32 @@ func (e *Engine) kvHint(sel *selection, id string) *KVHint {
 	if !e.cfg.UseKVEvents || len(sel.norm.block) == 0 {
 		return nil
 	}
-	target := sel.pick.c.w
+	target := sel.pick.w
 	kind := deref(target.spec.RouterHintWorkerType, "")
 	if kind == "" {
 		return nil
 	}
-	own := sel.pick.device
+	own := sel.pick.DeviceBlocks
 	var best *scored
 	for i := range sel.cands {
 		s := &sel.cands[i]
-		w := s.c.w
-		if w == target && s.c.rank == sel.pick.c.rank {
+		w := s.w
+		if w == target && s.Owner.Rank == sel.pick.Owner.Rank {
 			continue
 		}
-		if s.device <= own || deref(w.spec.RouterHintWorkerType, "") != kind ||
-			deref(w.spec.KVEventSourceMode, "") == "state_agent_v2" || w.hintSources[s.c.rank] == "" {
+		if s.DeviceBlocks <= own || deref(w.spec.RouterHintWorkerType, "") != kind ||
+			deref(w.spec.KVEventSourceMode, "") == "state_agent_v2" || w.hintSources[s.Owner.Rank] == "" {
 			continue
 		}
-		if best == nil || s.device > best.device {
+		if best == nil || s.DeviceBlocks > best.DeviceBlocks {
 			best = s // candidates are sorted by (worker, rank): the first longest wins ties
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	ext := best.c.w
-	hashes := sel.p.index.ExternalPrefix(best.c.owner(), sel.norm.block, int(best.device), nil)
+	ext := best.w
+	hashes := sel.p.index.ExternalPrefix(best.Owner, sel.norm.block, int(best.DeviceBlocks), nil)
 	if len(hashes) == 0 {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (e *Engine) kvHint(sel *selection, id string) *KVHint {
 		MessageID:       id,
 		Actions: []KVHintAction{{
 			ActionID: "a1", ActionType: "kv.fetch", ActionVersion: "1.0",
-			Payload: KVHintPayload{SourceControlEndpoint: ext.hintSources[best.c.rank], BlockHashes: toI64(hashes)},
+			Payload: KVHintPayload{SourceControlEndpoint: ext.hintSources[best.Owner.Rank], BlockHashes: toI64(hashes)},
 		}},
 	}
 }

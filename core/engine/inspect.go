@@ -85,10 +85,10 @@ func (e *Engine) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
 	for i := range cs {
 		s := &cs[i]
 		pl := PotentialLoad{
-			WorkerID: s.c.w.id, DPRank: s.c.rank,
-			PotentialPrefillTokens: s.load.ActivePrefillTokens,
-			PotentialDecodeBlocks:  s.load.ActiveBlocks + uint64(len(n.seq)-s.activePrefix),
-			ActiveRequests:         uint64(s.load.ActiveRequests),
+			WorkerID: s.Owner.Worker, DPRank: s.Owner.Rank,
+			PotentialPrefillTokens: s.Load.ActivePrefillTokens,
+			PotentialDecodeBlocks:  s.Load.ActiveBlocks + uint64(len(n.seq)-s.BookedPrefixBlocks),
+			ActiveRequests:         uint64(s.Load.ActiveRequests),
 		}
 		if w.trackPrefill {
 			pl.PotentialPrefillTokens += n.isl - min(cachedTokens(s, uint64(p.blockSize), w), n.isl)

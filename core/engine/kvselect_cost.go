@@ -32,9 +32,9 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	prefillMS := func(t float64) float64 { return (w.modelA*t+w.modelB)*t + w.modelC }
 	for i := range cs {
 		s := &cs[i]
-		device := float64(max(s.device, int32(s.activePrefix)))
-		cached := min(isl, (w.credit*device+w.host*float64(s.hostExt)+w.disk*float64(s.diskExt))*bs)
-		l := &s.load
+		device := float64(max(s.DeviceBlocks, int32(s.BookedPrefixBlocks)))
+		cached := min(isl, (w.credit*device+w.host*float64(s.HostExtBlocks)+w.disk*float64(s.DiskExtBlocks))*bs)
+		l := s.Load
 		queue := w.modelA*float64(l.PrefillSquares) + w.modelB*float64(l.ActivePrefillTokens) + w.modelC*float64(l.PendingPrefills)
 		pull := w.affinity * w.modelB * cached
 		if w.affinityQueue > 0 {

@@ -151,7 +151,7 @@ func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
 	p.index.Match(n.block, &e.scratch.match)
 	for _, m := range e.scratch.match.Owners {
 		if m.Owner == o {
-			s := scored{device: m.Device, hostExt: m.HostExt, diskExt: m.DiskExt + m.ExternalExt}
+			s := scored{Candidate: Candidate{DeviceBlocks: m.Device, HostExtBlocks: m.HostExt, DiskExtBlocks: m.DiskExt + m.ExternalExt}}
 			return cachedTokens(&s, uint64(p.blockSize), e.weightsFor(nil))
 		}
 	}

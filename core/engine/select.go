@@ -10,15 +10,13 @@ import (
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
-// scored is one candidate's selection inputs and cost.
+// scored is one candidate's selection inputs and cost: the public Candidate view plus the
+// engine's bookkeeping.
 type scored struct {
-	c                candidate
-	device           int32 // device-tier prefix blocks
-	hostExt, diskExt int32 // lower-tier extension blocks (diskExt includes external)
-	activePrefix     int   // leading tracking hashes already live on the rank
-	load             load.RankLoad
-	eligible         bool
-	cost             float64
+	Candidate
+	w        *worker
+	eligible bool
+	cost     float64
 }
 
 // selectScratch holds buffers reused by every selection (the engine is single-threaded).
@@ -57,7 +55,7 @@ func (e *Engine) Select(req *SelectRequest, now time.Time) (*SelectResponse, err
 	}
 	if req.SelectionID != nil {
 		e.pending.insert(now, &pendingSelection{
-			key: sel.p.key, id: *req.SelectionID, owner: sel.pick.c.owner(),
+			key: sel.p.key, id: *req.SelectionID, owner: sel.pick.Owner,
 			norm: sel.norm, effPrefill: resp.EffectivePrefillTokens,
 			expectedOutput: req.ExpectedOutputTokens, trackPrefill: sel.w.trackPrefill,
 			session: sel.session,
@@ -84,7 +82,7 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 		return nil, err
 	}
 	resp := e.response(sel, &id)
-	o := sel.pick.c.owner()
+	o := sel.pick.Owner
 	prefill := uint64(0)
 	if sel.w.trackPrefill {
 		prefill = resp.EffectivePrefillTokens
@@ -123,7 +121,7 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 
 	if pw := req.PinnedWorker; pw != nil {
 		for i := range cands {
-			if cands[i].c.w.id == *pw.WorkerID && cands[i].c.rank == *pw.DPRank {
+			if cands[i].Owner.Worker == *pw.WorkerID && cands[i].Owner.Rank == *pw.DPRank {
 				if !cands[i].eligible {
 					return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not allowed for this request", *pw.WorkerID, *pw.DPRank)
 				}
@@ -144,7 +142,7 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 	}
 	if at := req.AffinityTarget; at != nil {
 		if i := bestOf(cands, func(s *scored) bool {
-			return s.c.w.id == *at.WorkerID && (at.DPRank == nil || s.c.rank == *at.DPRank)
+			return s.Owner.Worker == *at.WorkerID && (at.DPRank == nil || s.Owner.Rank == *at.DPRank)
 		}); i >= 0 {
 			sel.pick = &cands[i]
 			return sel, nil
@@ -171,47 +169,80 @@ func (e *Engine) readyPartition(key PartitionKey) (*partition, error) {
 }
 
 // score fills the scratch candidate list with overlap, load and cost for every schedulable rank.
+//
+// p.cands, the tracker's owners, Match's owners and ActivePrefix's entries are all sorted by
+// (worker, rank), so the joins are linear merges with no lookups.
 func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 	s := &e.scratch
-	s.cands = slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
+	cs := slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
+	s.cands = cs
 	s.loads = p.tracker.Loads(s.loads[:0])
-	for i, c := range p.cands {
-		s.cands[i] = scored{c: c, eligible: true}
-		if i < len(s.loads) && s.loads[i].Owner == loadOwner(c.owner()) {
-			s.cands[i].load = s.loads[i]
-		} else {
-			s.cands[i].load = p.tracker.Load(loadOwner(c.owner()))
+	if !loadsAligned(s.loads, p.cands) {
+		// Invariant breach guard: fetch per owner rather than trust positions.
+		s.loads = s.loads[:0]
+		for i := range p.cands {
+			s.loads = append(s.loads, p.tracker.Load(load.Owner{Worker: p.cands[i].w.id, Rank: p.cands[i].rank}))
 		}
+	}
+	for i := range p.cands {
+		c := &p.cands[i]
+		cs[i] = scored{Candidate: Candidate{Owner: Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
 	}
 	if len(n.block) > 0 {
 		p.index.Match(n.block, &s.match)
+		j := 0
 		for _, m := range s.match.Owners {
-			if j := findCand(s.cands, m.Owner); j >= 0 {
-				s.cands[j].device = m.Device
-				s.cands[j].hostExt = m.HostExt
-				s.cands[j].diskExt = m.DiskExt + m.ExternalExt
+			for j < len(cs) && ownerLess(cs[j].Owner, m.Owner) {
+				j++
+			}
+			if j < len(cs) && cs[j].Owner == m.Owner {
+				cs[j].DeviceBlocks, cs[j].HostExtBlocks, cs[j].DiskExtBlocks = m.Device, m.HostExt, m.DiskExt+m.ExternalExt
 			}
 		}
 	}
 	if len(n.seq) > 0 {
 		p.tracker.ActivePrefix(n.seq, &s.prefix)
+		j := 0
 		for _, m := range s.prefix.Entries() {
-			if j := findCand(s.cands, radix.Owner{Worker: m.Owner.Worker, Rank: m.Owner.Rank}); j >= 0 {
-				s.cands[j].activePrefix = m.Blocks
+			o := Owner{Worker: m.Owner.Worker, Rank: m.Owner.Rank}
+			for j < len(cs) && ownerLess(cs[j].Owner, o) {
+				j++
+			}
+			if j < len(cs) && cs[j].Owner == o {
+				cs[j].BookedPrefixBlocks = m.Blocks
 			}
 		}
 	}
-	costs(s.cands, n, p.blockSize, w)
-	return s.cands
+	costs(cs, n, p.blockSize, w)
+	return cs
+}
+
+// loadsAligned reports whether the tracker's loads line up with the candidates (the partition
+// invariant: the tracker holds exactly the schedulable ranks, both sorted by (worker, rank)).
+func loadsAligned(ls []load.RankLoad, cands []candidate) bool {
+	if len(ls) != len(cands) {
+		return false
+	}
+	for i := range ls {
+		if ls[i].Owner.Worker != cands[i].w.id || ls[i].Owner.Rank != cands[i].rank {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerLess orders owners by (worker, rank).
+func ownerLess(a, b Owner) bool {
+	return a.Worker < b.Worker || (a.Worker == b.Worker && a.Rank < b.Rank)
 }
 
 // findCand binary-searches the (worker, rank)-sorted candidate list.
 func findCand(cs []scored, o Owner) int {
 	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o Owner) int {
-		if c := cmp.Compare(s.c.w.id, o.Worker); c != 0 {
+		if c := cmp.Compare(s.Owner.Worker, o.Worker); c != 0 {
 			return c
 		}
-		return cmp.Compare(s.c.rank, o.Rank)
+		return cmp.Compare(s.Owner.Rank, o.Rank)
 	})
 	if !ok {
 		return -1
@@ -233,7 +264,7 @@ func filter(cs []scored, req *SelectRequest) {
 	for i := range cs {
 		s := &cs[i]
 		if allowed != nil {
-			if _, ok := allowed[s.c.w.id]; !ok {
+			if _, ok := allowed[s.Owner.Worker]; !ok {
 				s.eligible = false
 				continue
 			}
@@ -242,13 +273,13 @@ func filter(cs []scored, req *SelectRequest) {
 			continue
 		}
 		for _, t := range rc.RequiredTaints {
-			if _, ok := s.c.w.taints[t]; !ok {
+			if _, ok := s.w.taints[t]; !ok {
 				s.eligible = false
 				break
 			}
 		}
 		if len(rc.PreferredTaints) > 0 {
-			s.cost *= preferredTaintMultiplier(s.c.w.taints, rc.PreferredTaints)
+			s.cost *= preferredTaintMultiplier(s.w.taints, rc.PreferredTaints)
 		}
 	}
 }
@@ -263,19 +294,19 @@ func (e *Engine) response(sel *selection, id *string) *SelectResponse {
 		SelectionID:            id,
 		ModelName:              p.key.Model,
 		RoutingGroup:           p.key.Group,
-		WorkerID:               s.c.w.id,
-		DPRank:                 s.c.rank,
-		Endpoint:               s.c.w.endpoint(),
+		WorkerID:               s.Owner.Worker,
+		DPRank:                 s.Owner.Rank,
+		Endpoint:               s.w.endpoint(),
 		BlockSize:              p.blockSize,
-		Overlap:                overlapSummary(sel.cands, s.c.w, bs),
+		Overlap:                overlapSummary(sel.cands, s.w, bs),
 		EffectivePrefillTokens: isl - min(cached, isl),
 	}
 	nseq := uint64(len(sel.norm.seq))
-	resp.PotentialDecodeBlocks = s.load.ActiveBlocks + (nseq - uint64(s.activePrefix))
+	resp.PotentialDecodeBlocks = s.Load.ActiveBlocks + (nseq - uint64(s.BookedPrefixBlocks))
 	if rb := sel.norm.requestBlocks(p.blockSize); rb > nseq {
 		resp.PotentialDecodeBlocks += rb - nseq // the partial trailing block (variant (a))
 	}
-	if thr, total := e.cfg.DecodeBusyThreshold, s.c.w.spec.TotalKVBlocks; thr != nil && total != nil {
+	if thr, total := e.cfg.DecodeBusyThreshold, s.w.spec.TotalKVBlocks; thr != nil && total != nil {
 		resp.DecodeBusy = ptr(float64(resp.PotentialDecodeBlocks) > *thr*float64(*total))
 	}
 	return resp
@@ -288,9 +319,9 @@ func overlapSummary(cs []scored, w *worker, bs uint64) OverlapSummary {
 		var dev, host, disk uint64
 		if j := findCand(cs, Owner{Worker: w.id, Rank: r}); j >= 0 {
 			s := &cs[j]
-			dev = uint64(s.device) * bs
-			host = dev + uint64(s.hostExt)*bs
-			disk = host + uint64(s.diskExt)*bs
+			dev = uint64(s.DeviceBlocks) * bs
+			host = dev + uint64(s.HostExtBlocks)*bs
+			disk = host + uint64(s.DiskExtBlocks)*bs
 		}
 		sum.DP[strconv.FormatUint(uint64(r), 10)] = dev
 		sum.GPU, sum.CPU, sum.Disk = max(sum.GPU, dev), max(sum.CPU, host), max(sum.Disk, disk)
@@ -304,9 +335,9 @@ func (e *Engine) workerLoad(sel *selection) *WorkerLoad {
 	s := sel.pick
 	isl := sel.norm.isl
 	wl := &WorkerLoad{
-		ActivePrefillTokens:  s.load.ActivePrefillTokens,
-		PrefillTokenCapacity: deref(s.c.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity),
-		TotalKVBlocks:        s.c.w.spec.TotalKVBlocks,
+		ActivePrefillTokens:  s.Load.ActivePrefillTokens,
+		PrefillTokenCapacity: deref(s.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity),
+		TotalKVBlocks:        s.w.spec.TotalKVBlocks,
 	}
 	if sel.w.trackPrefill {
 		wl.ActivePrefillTokens += isl - min(cachedTokens(s, uint64(sel.p.blockSize), sel.w), isl)

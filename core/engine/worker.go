@@ -103,6 +103,7 @@ type worker struct {
 	// hintSources maps each global DP rank to its hint source control endpoint.
 	hintSources map[uint32]string
 	taints      map[string]struct{}
+	infoCache   *WorkerInfo // built lazily by info(); valid for this worker object's life
 }
 
 func (w *worker) schedulable() bool { return w.lifecycle == LifecycleSchedulable }
