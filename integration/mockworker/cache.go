@@ -19,6 +19,8 @@ type blockCache struct {
 	overcommits uint64
 	// gen numbers store calls, to tell blocks created by the current call apart.
 	gen uint64
+	// free holds evicted entries for reuse, so a full cache stores without allocating them.
+	free []*cacheEntry
 }
 
 type cacheEntry struct {
@@ -105,6 +107,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 		c.unlink(e)
 		delete(c.entries, e.hash)
 		res.evicted = append(res.evicted, e.hash)
+		c.free = append(c.free, e)
 	}
 	if need == 0 {
 		return
@@ -122,7 +125,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 			}
 			continue
 		}
-		c.entries[h] = &cacheEntry{hash: h, refs: 1, gen: c.gen}
+		c.entries[h] = c.newEntry(h)
 		c.pinned++
 		if start < 0 {
 			start = i
@@ -134,6 +137,18 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 	if len(c.entries) > c.capacity {
 		c.overcommits++
 	}
+}
+
+// newEntry returns a pinned entry for h created by the current store call, reusing an evicted
+// entry when one is free.
+func (c *blockCache) newEntry(h uint64) *cacheEntry {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free = c.free[:n-1]
+		*e = cacheEntry{hash: h, refs: 1, gen: c.gen}
+		return e
+	}
+	return &cacheEntry{hash: h, refs: 1, gen: c.gen}
 }
 
 // release drops one reference from each hash, tail first; blocks whose last reference goes
@@ -158,6 +173,7 @@ func (c *blockCache) clear() bool {
 		return false
 	}
 	clear(c.entries)
+	c.free = nil
 	c.head.prev, c.head.next = &c.head, &c.head
 	return true
 }
