@@ -71,6 +71,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, syntaxProblem(err)
 	}
+	defer doc.Release() // the Request keeps only strings, which stay valid
 	root := doc.Root()
 	if root.Kind() != strictjson.Object {
 		return nil, invalid("", titleType, "the document must be a JSON object, got %s", root.Kind())
@@ -287,6 +288,11 @@ func decodeCandidates(v strictjson.Value, req *Request) error {
 		return invalid("spec.candidates", titleValue, "must contain at least one candidate")
 	}
 	req.Candidates = make([]Candidate, 0, v.Len())
+	// Ports and attributes of all candidates live in two shared arenas:
+	// each candidate gets a full-capacity-limited window, and a later
+	// reallocation of an arena leaves earlier windows on the old array,
+	// which stays valid. This keeps allocations independent of n.
+	ar := &arena{ports: make([]int, 0, 2*v.Len()), attrs: make(Attributes, 0, 2*v.Len())}
 	// Small snapshots check uniqueness by scanning; larger ones use a map so
 	// hostile inputs stay O(n).
 	var seen map[string]int
@@ -295,22 +301,26 @@ func decodeCandidates(v strictjson.Value, req *Request) error {
 	}
 	i := 0
 	for e := v.First(); e.Valid(); e = e.Next() {
-		field := "spec.candidates[" + strconv.Itoa(i) + "]"
-		c, err := decodeCandidate(field, e)
+		c, err := decodeCandidate(e, ar)
 		if err != nil {
-			return err
+			return prefixed(err, "spec.candidates["+strconv.Itoa(i)+"]")
 		}
+		dup := -1
 		if seen != nil {
-			if j, dup := seen[c.ID]; dup {
-				return invalid(field+".id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, j)
+			if j, ok := seen[c.ID]; ok {
+				dup = j
+			} else {
+				seen[c.ID] = i
 			}
-			seen[c.ID] = i
 		} else {
 			for j := range req.Candidates {
 				if req.Candidates[j].ID == c.ID {
-					return invalid(field+".id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, j)
+					dup = j
 				}
 			}
+		}
+		if dup >= 0 {
+			return invalid("spec.candidates["+strconv.Itoa(i)+"].id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, dup)
 		}
 		req.Candidates = append(req.Candidates, c)
 		i++
@@ -318,48 +328,70 @@ func decodeCandidates(v strictjson.Value, req *Request) error {
 	return nil
 }
 
-func decodeCandidate(field string, v strictjson.Value) (Candidate, error) {
+// arena holds the shared backing arrays of one request's candidates.
+type arena struct {
+	ports []int
+	attrs Attributes
+}
+
+// prefixed prepends prefix to the Field of a *RequestError whose Field is
+// relative, so paths are only built when a request is rejected.
+func prefixed(err error, prefix string) error {
+	var re *RequestError
+	if errors.As(err, &re) {
+		switch {
+		case re.Field == "":
+			re.Field = prefix
+		case strings.HasPrefix(re.Field, "["):
+			re.Field = prefix + re.Field
+		default:
+			re.Field = prefix + "." + re.Field
+		}
+	}
+	return err
+}
+
+// decodeCandidate decodes one candidate; error fields are relative to it.
+func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
 	var c Candidate
-	switch v.Kind() {
-	case strictjson.Object:
-	default:
-		return c, invalid(field, titleType, "each candidate must be an object, got %s", v.Kind())
+	if v.Kind() != strictjson.Object {
+		return c, invalid("", titleType, "each candidate must be an object, got %s", v.Kind())
 	}
 	var haveID, havePorts bool
 	for m := v.First(); m.Valid(); m = m.Next() {
 		switch m.Key() {
 		case "id":
-			s, err := requiredString(field+".id", m)
+			s, err := requiredString("id", m)
 			if err != nil {
 				return c, err
 			}
-			if err := checkCandidateID(field+".id", s); err != nil {
+			if err := checkCandidateID("id", s); err != nil {
 				return c, err
 			}
 			c.ID, haveID = s, true
 		case "ports":
-			ports, err := decodePorts(field+".ports", m)
+			ports, err := decodePorts("ports", m, &ar.ports)
 			if err != nil {
 				return c, err
 			}
 			c.Ports, havePorts = ports, true
 		case "attributes":
-			a, err := decodeAttributes(field+".attributes", m)
+			a, err := decodeAttributesInto("attributes", m, &ar.attrs)
 			if err != nil {
 				return c, err
 			}
 			c.Attributes = a
 		case "metrics":
-			if err := decodeMetrics(field+".metrics", m, &c.Metrics); err != nil {
-				return c, err
+			if err := decodeMetrics(m, &c.Metrics); err != nil {
+				return c, prefixed(err, "metrics")
 			}
 		}
 	}
 	switch {
 	case !haveID:
-		return c, invalid(field+".id", titleMissing, "candidate id is required")
+		return c, invalid("id", titleMissing, "candidate id is required")
 	case !havePorts:
-		return c, invalid(field+".ports", titleMissing, "candidate ports are required")
+		return c, invalid("ports", titleMissing, "candidate ports are required")
 	}
 	return c, nil
 }
@@ -376,7 +408,8 @@ func checkCandidateID(field, s string) error {
 	return nil
 }
 
-func decodePorts(field string, v strictjson.Value) ([]int, error) {
+// decodePorts appends the ports to *ar and returns the window holding them.
+func decodePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
 	switch v.Kind() {
 	case strictjson.Array:
 	case strictjson.Null:
@@ -387,23 +420,27 @@ func decodePorts(field string, v strictjson.Value) ([]int, error) {
 	if v.Len() == 0 {
 		return nil, invalid(field, titleValue, "must list at least one port")
 	}
-	ports := make([]int, 0, v.Len())
+	start := len(*ar)
 	i := 0
 	for e := v.First(); e.Valid(); e = e.Next() {
-		pf := field + "[" + strconv.Itoa(i) + "]"
+		pf := field // made precise only on error
 		if e.Kind() != strictjson.Number {
+			pf = field + "[" + strconv.Itoa(i) + "]"
 			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Kind())
 		}
 		x, ok := e.Integral()
 		if !ok {
+			pf = field + "[" + strconv.Itoa(i) + "]"
 			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Literal())
 		}
 		if x < 1 || x > 65535 {
+			pf = field + "[" + strconv.Itoa(i) + "]"
 			return nil, invalid(pf, titleValue, "port %d is outside 1..65535", x)
 		}
-		ports = append(ports, int(x))
+		*ar = append(*ar, int(x))
 		i++
 	}
+	ports := (*ar)[start:len(*ar):len(*ar)]
 	slices.Sort(ports)
 	for j := 1; j < len(ports); j++ {
 		if ports[j] == ports[j-1] {
@@ -430,7 +467,14 @@ func ValidAttributeName(s string) bool {
 	return true
 }
 
+// decodeAttributes decodes an attributes object into its own slice.
 func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {
+	var own Attributes
+	return decodeAttributesInto(field, v, &own)
+}
+
+// decodeAttributesInto appends to *ar and returns the window it used.
+func decodeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attributes, error) {
 	if err := optionalKind(field, v, strictjson.Object); err != nil {
 		return nil, err
 	}
@@ -440,30 +484,31 @@ func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {
 	if v.Len() == 0 {
 		return Attributes{}, nil
 	}
-	out := make(Attributes, 0, v.Len())
+	start := len(*ar)
 	for m := v.First(); m.Valid(); m = m.Next() {
 		name := m.Key()
-		mf := field + "." + name
 		if !ValidAttributeName(name) {
 			return nil, invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
 		}
 		if m.Kind() != strictjson.String {
-			return nil, invalid(mf, titleType, "attribute values must be strings, got %s", m.Kind())
+			return nil, invalid(field+"."+name, titleType, "attribute values must be strings, got %s", m.Kind())
 		}
-		if n := utf8.RuneCountInString(m.Str()); n > MaxAttributeValueLen {
-			return nil, invalid(mf, titleValue, "attribute value must be at most %d characters, got %d", MaxAttributeValueLen, n)
+		if n := len(m.Str()); n > MaxAttributeValueLen && utf8.RuneCountInString(m.Str()) > MaxAttributeValueLen {
+			return nil, invalid(field+"."+name, titleValue, "attribute value must be at most %d characters, got %d",
+				MaxAttributeValueLen, utf8.RuneCountInString(m.Str()))
 		}
-		out = append(out, Attribute{Name: name, Value: m.Str()})
+		*ar = append(*ar, Attribute{Name: name, Value: m.Str()})
 	}
-	return out, nil
+	return (*ar)[start:len(*ar):len(*ar)], nil
 }
 
-func decodeMetrics(field string, v strictjson.Value, out *Metrics) error {
-	if err := optionalKind(field, v, strictjson.Object); err != nil {
+// decodeMetrics decodes a metrics object; error fields are relative to it.
+func decodeMetrics(v strictjson.Value, out *Metrics) error {
+	if err := optionalKind("", v, strictjson.Object); err != nil {
 		return err
 	}
 	for m := v.First(); m.Valid(); m = m.Next() {
-		mf := field + "." + m.Key()
+		mf := m.Key() // relative; the caller prefixes the path on error
 		switch m.Key() {
 		case "runningRequests":
 			if err := optionalKind(mf, m, strictjson.Number); err != nil {

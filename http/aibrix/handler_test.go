@@ -292,7 +292,9 @@ func TestHandlerSessionsStick(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d %s", resp.StatusCode, body)
 		}
-		var got struct{ Status struct{ Target struct{ ID string } } }
+		var got struct {
+			Status struct{ Target struct{ ID string } }
+		}
 		if err := json.Unmarshal(body, &got); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -82,14 +83,23 @@ func (e *SyntaxError) Error() string {
 // Unwrap returns the sentinel.
 func (e *SyntaxError) Unwrap() error { return e.err }
 
+// strRef locates a string without holding a pointer: src[s:e] for text
+// without escapes, or escaped[s] when esc is set. Keeping nodes pointer-free
+// spares the garbage collector from scanning (and write-barriering) them.
+type strRef struct {
+	s, e int32
+	esc  bool
+}
+
 // node is one JSON value. Invariants: first/next are -1 or valid indices into
 // Doc.nodes; children of a node form a singly linked list in document order
-// through next; n counts that list. key is set only on object members.
+// through next; n counts that list. key is set only on object members; str
+// holds a string value or the literal text of a number.
 type node struct {
 	kind  Kind
 	b     bool
-	str   string // unescaped string value, or literal number text
-	key   string // member name when the parent is an object
+	str   strRef
+	key   strRef
 	first int32
 	next  int32
 	n     int32
@@ -97,7 +107,42 @@ type node struct {
 
 // Doc is a parsed document. The zero Doc is not valid; use [Parse].
 type Doc struct {
-	nodes []node
+	src     string   // the input, shared by every unescaped string
+	escaped []string // unescaped copies of strings that contained escapes
+	nodes   []node
+}
+
+// nodePool recycles node slices between documents (see [Doc.Release]).
+// Nodes hold no pointers, so a recycled slice retains no garbage.
+var nodePool sync.Pool
+
+// maxPooledNodes keeps very large documents from pinning memory.
+const maxPooledNodes = 1 << 16
+
+func getNodes(inputLen int) []node {
+	if p, ok := nodePool.Get().(*[]node); ok {
+		return (*p)[:0]
+	}
+	return make([]node, 0, 16+inputLen/16)
+}
+
+// Release returns the document's node storage for reuse by later parses.
+// Strings already obtained from the document stay valid; the Doc and every
+// Value of it must not be used afterwards. Calling Release is optional.
+func (d *Doc) Release() {
+	if d == nil || d.nodes == nil || cap(d.nodes) > maxPooledNodes {
+		return
+	}
+	nodes := d.nodes
+	d.nodes = nil
+	nodePool.Put(&nodes)
+}
+
+func (d *Doc) text(r strRef) string {
+	if r.esc {
+		return d.escaped[r.s]
+	}
+	return d.src[r.s:r.e]
 }
 
 // Root returns the document's single top-level value.
@@ -106,7 +151,11 @@ func (d *Doc) Root() Value { return Value{d: d, i: 0} }
 // Parse parses exactly one JSON value from data. On failure it returns a
 // [*SyntaxError]; the returned Doc is then nil.
 func Parse(data []byte) (*Doc, error) {
-	p := parser{data: data, doc: &Doc{nodes: make([]node, 0, 16+len(data)/12)}}
+	// One copy of the input backs every member name, number literal and
+	// escape-free string value as a substring, so parsing allocates O(1)
+	// times plus once per escaped string.
+	src := string(data)
+	p := parser{data: data, src: src, doc: &Doc{src: src, nodes: getNodes(len(data))}}
 	p.skipWS()
 	if p.pos >= len(data) {
 		return nil, p.fail(ErrEmpty, "no JSON value")
@@ -123,6 +172,7 @@ func Parse(data []byte) (*Doc, error) {
 
 type parser struct {
 	data []byte
+	src  string // string(data), shared by all substrings
 	pos  int
 	doc  *Doc
 }
@@ -226,7 +276,7 @@ func (p *parser) number() (int32, error) {
 			return -1, p.fail(ErrSyntax, "invalid number: no digits in exponent")
 		}
 	}
-	return p.add(node{kind: Number, str: string(d[start:p.pos])}), nil
+	return p.add(node{kind: Number, str: strRef{s: int32(start), e: int32(p.pos)}}), nil
 }
 
 func (p *parser) digits() bool {
@@ -240,36 +290,51 @@ func (p *parser) digits() bool {
 // str scans a string starting at the opening quote and returns its
 // unescaped value. Invalid UTF-8, raw control characters, bad escapes and
 // unpaired surrogate escapes are syntax errors.
-func (p *parser) str() (string, error) {
+func (p *parser) str() (strRef, error) {
 	p.pos++ // opening quote
 	start := p.pos
 	d := p.data
 	// Fast path: no escapes, ASCII or valid UTF-8.
 	for p.pos < len(d) {
+		for p.pos < len(d) && plainASCII[d[p.pos]] {
+			p.pos++
+		}
+		if p.pos >= len(d) {
+			break
+		}
 		c := d[p.pos]
 		switch {
 		case c == '"':
-			s := string(d[start:p.pos])
+			r := strRef{s: int32(start), e: int32(p.pos)}
 			p.pos++
-			return s, nil
+			return r, nil
 		case c == '\\':
 			return p.strSlow(start)
 		case c < 0x20:
-			return "", p.fail(ErrSyntax, "control character in string")
+			return strRef{}, p.fail(ErrSyntax, "control character in string")
 		case c < utf8.RuneSelf:
 			p.pos++
 		default:
 			r, size := utf8.DecodeRune(d[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail(ErrSyntax, "invalid UTF-8 in string")
+				return strRef{}, p.fail(ErrSyntax, "invalid UTF-8 in string")
 			}
 			p.pos += size
 		}
 	}
-	return "", p.fail(ErrSyntax, "unterminated string")
+	return strRef{}, p.fail(ErrSyntax, "unterminated string")
 }
 
-func (p *parser) strSlow(start int) (string, error) {
+// plainASCII marks bytes a string may contain verbatim without further
+// checks: printable ASCII other than '"' and '\\'.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func (p *parser) strSlow(start int) (strRef, error) {
 	d := p.data
 	buf := make([]byte, 0, p.pos-start+16)
 	buf = append(buf, d[start:p.pos]...)
@@ -278,10 +343,11 @@ func (p *parser) strSlow(start int) (string, error) {
 		switch {
 		case c == '"':
 			p.pos++
-			return string(buf), nil
+			p.doc.escaped = append(p.doc.escaped, string(buf))
+			return strRef{s: int32(len(p.doc.escaped) - 1), esc: true}, nil
 		case c == '\\':
 			if p.pos+1 >= len(d) {
-				return "", p.fail(ErrSyntax, "unterminated escape")
+				return strRef{}, p.fail(ErrSyntax, "unterminated escape")
 			}
 			e := d[p.pos+1]
 			p.pos += 2
@@ -301,43 +367,43 @@ func (p *parser) strSlow(start int) (string, error) {
 			case 'u':
 				r, ok := p.hex4()
 				if !ok {
-					return "", p.fail(ErrSyntax, "invalid \\u escape")
+					return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
 				}
 				if utf16.IsSurrogate(r) {
 					// Must be a high surrogate followed by \u low surrogate.
 					if r >= 0xdc00 || p.pos+1 >= len(d) || d[p.pos] != '\\' || d[p.pos+1] != 'u' {
-						return "", p.fail(ErrSyntax, "unpaired surrogate escape")
+						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
 					}
 					p.pos += 2
 					r2, ok := p.hex4()
 					if !ok {
-						return "", p.fail(ErrSyntax, "invalid \\u escape")
+						return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
 					}
 					r = utf16.DecodeRune(r, r2)
 					if r == utf8.RuneError {
-						return "", p.fail(ErrSyntax, "unpaired surrogate escape")
+						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
 					}
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
 				p.pos--
-				return "", p.fail(ErrSyntax, "invalid escape character")
+				return strRef{}, p.fail(ErrSyntax, "invalid escape character")
 			}
 		case c < 0x20:
-			return "", p.fail(ErrSyntax, "control character in string")
+			return strRef{}, p.fail(ErrSyntax, "control character in string")
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
 			p.pos++
 		default:
 			r, size := utf8.DecodeRune(d[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail(ErrSyntax, "invalid UTF-8 in string")
+				return strRef{}, p.fail(ErrSyntax, "invalid UTF-8 in string")
 			}
 			buf = append(buf, d[p.pos:p.pos+size]...)
 			p.pos += size
 		}
 	}
-	return "", p.fail(ErrSyntax, "unterminated string")
+	return strRef{}, p.fail(ErrSyntax, "unterminated string")
 }
 
 func (p *parser) hex4() (rune, bool) {
@@ -404,10 +470,11 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, p.fail(ErrSyntax, "expected a member name string")
 		}
 		keyPos := p.pos
-		key, err := p.str()
+		keyRef, err := p.str()
 		if err != nil {
 			return -1, err
 		}
+		key := p.doc.text(keyRef)
 		if dup := p.isDup(self, key, count, &seen); dup {
 			e := &SyntaxError{Offset: keyPos, Name: key, Msg: fmt.Sprintf("member %q appears more than once", key), err: ErrDuplicateMember}
 			return -1, e
@@ -422,7 +489,7 @@ func (p *parser) object(depth int) (int32, error) {
 		if err != nil {
 			return -1, withPath(err, key)
 		}
-		p.doc.nodes[child].key = key
+		p.doc.nodes[child].key = keyRef
 		if last < 0 {
 			p.doc.nodes[self].first = child
 		} else {
@@ -452,7 +519,7 @@ func (p *parser) object(depth int) (int32, error) {
 func (p *parser) isDup(self int32, key string, count int32, seen *map[string]struct{}) bool {
 	if count < dupThreshold {
 		for c := p.doc.nodes[self].first; c >= 0; c = p.doc.nodes[c].next {
-			if p.doc.nodes[c].key == key {
+			if p.doc.text(p.doc.nodes[c].key) == key {
 				return true
 			}
 		}
@@ -461,7 +528,7 @@ func (p *parser) isDup(self int32, key string, count int32, seen *map[string]str
 	if *seen == nil {
 		*seen = make(map[string]struct{}, 2*dupThreshold)
 		for c := p.doc.nodes[self].first; c >= 0; c = p.doc.nodes[c].next {
-			(*seen)[p.doc.nodes[c].key] = struct{}{}
+			(*seen)[p.doc.text(p.doc.nodes[c].key)] = struct{}{}
 		}
 	}
 	if _, ok := (*seen)[key]; ok {

@@ -34,7 +34,7 @@ func (v Value) Kind() Kind {
 // Str returns the unescaped string of a String node ("" otherwise).
 func (v Value) Str() string {
 	if n := v.n(); n != nil && n.kind == String {
-		return n.str
+		return v.d.text(n.str)
 	}
 	return ""
 }
@@ -48,7 +48,7 @@ func (v Value) Bool() bool {
 // Literal returns the literal text of a Number node ("" otherwise).
 func (v Value) Literal() string {
 	if n := v.n(); n != nil && n.kind == Number {
-		return n.str
+		return v.d.text(n.str)
 	}
 	return ""
 }
@@ -61,7 +61,7 @@ func (v Value) Int() (int64, bool) {
 	if n == nil || n.kind != Number {
 		return 0, false
 	}
-	x, err := strconv.ParseInt(n.str, 10, 64)
+	x, err := strconv.ParseInt(v.d.text(n.str), 10, 64)
 	return x, err == nil
 }
 
@@ -72,7 +72,7 @@ func (v Value) Float() (float64, bool) {
 	if n == nil || n.kind != Number {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(n.str, 64)
+	f, err := strconv.ParseFloat(v.d.text(n.str), 64)
 	if err != nil || math.IsInf(f, 0) {
 		return 0, false
 	}
@@ -121,7 +121,7 @@ func (v Value) Next() Value {
 // Key returns the member name when v is an object member ("" otherwise).
 func (v Value) Key() string {
 	if n := v.n(); n != nil {
-		return n.key
+		return v.d.text(n.key)
 	}
 	return ""
 }
