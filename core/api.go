@@ -48,3 +48,17 @@ type Readiness struct {
 	// Recovery is the startup recovery outcome; absent when no recovery was expected.
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 }
+
+// Extension-point types, re-exported for embedders (see engine/scoring.go for the contract).
+type (
+	Scoring          = engine.Scoring
+	Scorer           = engine.Scorer
+	ScorerFunc       = engine.ScorerFunc
+	WeightedScorer   = engine.WeightedScorer
+	Picker           = engine.Picker
+	PickerFunc       = engine.PickerFunc
+	Candidate        = engine.Candidate
+	ScoredCandidate  = engine.ScoredCandidate
+	SelectionContext = engine.SelectionContext
+	WorkerInfo       = engine.WorkerInfo
+)

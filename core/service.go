@@ -30,6 +30,9 @@ type Config struct {
 	Clock func() time.Time
 	// Seed seeds the engine's random source; 0 draws a seed from crypto/rand.
 	Seed uint64
+	// Scoring adds custom scorers and a custom picker to selection (engine.Scoring documents
+	// the pipeline and the contract for implementations).
+	Scoring engine.Scoring
 }
 
 // Replicator publishes this replica's lifecycle events to its peers and manages the peer set.
@@ -107,7 +110,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
-	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot})
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring})
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ type Engine struct {
 
 	// catalogGen counts catalog changes; derived indexes (stable routing ids) are rebuilt when
 	// it moves.
+	scoring    Scoring // custom scorers and picker (immutable after New)
 	catalogGen uint64
 	stable     stableIndex
 
@@ -56,11 +57,16 @@ type Options struct {
 	TrackingKey []byte
 	// WriterID identifies this replica in session-binding versions (its boot id).
 	WriterID uint64
+	// Scoring adds custom scorers and a picker (see scoring.go).
+	Scoring Scoring
 }
 
 // New returns an engine with the given configuration, which must have passed Validate.
 func New(cfg Config, opts Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Scoring.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.Rand == nil {
@@ -73,6 +79,7 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		parts:    make(map[PartitionKey]*partition),
 		resv:     make(map[string]*reservation),
 		writerID: opts.WriterID,
+		scoring:  opts.Scoring,
 		pending:  newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
 	}
 	if cfg.TrackingHash == TrackingKeyed {

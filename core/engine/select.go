@@ -27,6 +27,8 @@ type selectScratch struct {
 	cands  []scored
 	idx    []int
 	stored []radix.StoredBlock
+	ctx    SelectionContext
+	picked []ScoredCandidate
 }
 
 // selection is the outcome of one pick, before booking.
@@ -45,7 +47,7 @@ func (e *Engine) Select(req *SelectRequest, now time.Time) (*SelectResponse, err
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	sel, err := e.choose(req, !req.Advisory, now)
+	sel, err := e.choose(req, !req.Advisory, false, now)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 	if _, taken := e.resv[id]; taken {
 		return nil, conflict("selection %s is already reserved or being reserved", id)
 	}
-	sel, err := e.choose(req, true, now)
+	sel, err := e.choose(req, true, true, now)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +102,7 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 }
 
 // choose runs the selection pipeline up to the pick (spec §5.1 steps 1–8).
-func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*selection, error) {
+func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Time) (*selection, error) {
 	key := PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}
 	p, err := e.readyPartition(key)
 	if err != nil {
@@ -118,6 +120,11 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 	cands := e.score(p, &norm, w)
 	filter(cands, req)
 	sel := &selection{p: p, norm: norm, w: w, cands: cands, session: session}
+	var sctx *SelectionContext
+	if e.scoring.active() {
+		sctx = e.selectionContext(sel, req, booking)
+		e.applyScorers(sctx, cands)
+	}
 
 	if pw := req.PinnedWorker; pw != nil {
 		for i := range cands {
@@ -148,7 +155,12 @@ func (e *Engine) choose(req *SelectRequest, admission bool, now time.Time) (*sel
 			return sel, nil
 		}
 	}
-	i := e.pick(cands, w.temperature)
+	var i int
+	if e.scoring.Picker != nil {
+		i = e.customPick(sctx, cands)
+	} else {
+		i = e.pick(cands, w.temperature)
+	}
 	if i < 0 {
 		return nil, errorf(ErrNoEndpoints, "no endpoints available to route work")
 	}
