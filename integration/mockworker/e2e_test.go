@@ -2,10 +2,12 @@ package mockworker_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -254,5 +256,68 @@ func TestEndToEndDataParallel(t *testing.T) {
 	waitOverlap(t, svc, "p on rank 5 only", p, map[[2]uint64]uint64{{9, 4}: 0, {9, 5}: 3})
 	if w, r := selectWorker(t, svc, p); w != 9 || r != 5 {
 		t.Fatalf("select(p) = worker %d rank %d, want 9/5", w, r)
+	}
+}
+
+// TestEndToEndIndexMatchesCaches routes a seeded random workload (prompts that share
+// prefixes of a few dozen "documents", on small caches so evictions are constant) through
+// kvselect's Select to two mock workers, waits until kvselect's listeners have applied every
+// published batch, and then requires kvselect's device overlap of every prompt on every
+// worker to equal the number of leading blocks the mock actually caches.
+func TestEndToEndIndexMatchesCaches(t *testing.T) {
+	svc := startService(t)
+	clk := mockworker.NewInstantClock(time.Unix(1_700_000_000, 0))
+	mocks := []*mock{}
+	for i := range 2 {
+		m := startMock(t, mockworker.Config{BlockSize: e2eBlock, NumGPUBlocks: 40, Clock: clk, ReplayEndpoint: "tcp://127.0.0.1:0"})
+		register(t, svc, uint64(i+1), m)
+		mocks = append(mocks, m)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	docs := make([][]uint32, 24)
+	for i := range docs {
+		docs[i] = span(uint32(i+1)*100000, (1+rng.IntN(8))*e2eBlock)
+	}
+	var prompts [][]uint32
+	for range 300 {
+		d := docs[rng.IntN(len(docs))]
+		cut := rng.IntN(len(d)/e2eBlock+1) * e2eBlock
+		p := append(append([]uint32(nil), d[:cut]...), span(rng.Uint32N(1<<30), rng.IntN(4*e2eBlock)+1)...)
+		prompts = append(prompts, p)
+		id, _ := selectWorker(t, svc, p)
+		if _, err := mocks[id-1].w.Serve(context.Background(), mockworker.Request{PromptTokenIDs: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "listeners caught up", func() bool {
+		for i, m := range mocks {
+			next := m.w.Stats()[0].Publisher.NextSeq
+			recs := svc.Workers("", "")
+			for _, r := range recs {
+				if r.WorkerID != uint64(i+1) {
+					continue
+				}
+				l, ok := r.Listeners["0"]
+				if !ok || l.Watermark == nil || *l.Watermark+1 != next {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	var served, evicted uint64
+	for i, m := range mocks {
+		st := m.w.Stats()[0]
+		served, evicted = served+st.Requests, evicted+st.EvictedBlocks
+		t.Logf("worker %d: %+v", i+1, st)
+		for j, p := range append(prompts, docs...) {
+			want, _ := m.w.CachedBlocks(0, p)
+			if got := deviceBlocks(t, svc, p, uint64(i+1), 0); got != uint64(want) {
+				t.Fatalf("prompt %d on worker %d: kvselect overlap %d, mock caches %d", j, i+1, got, want)
+			}
+		}
+	}
+	if served != 300 || evicted == 0 {
+		t.Fatalf("workload served %d requests with %d evictions; the test needs both", served, evicted)
 	}
 }

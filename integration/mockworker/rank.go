@@ -19,6 +19,10 @@ type RankStats struct {
 	PromptTokens uint64  `json:"prompt_tokens"`
 	CachedTokens uint64  `json:"cached_tokens"`
 	Overcommits  uint64  `json:"overcommits"`
+	// StoredBlocks and EvictedBlocks count blocks announced in BlockStored and BlockRemoved
+	// events (AllBlocksCleared and restarts are not counted as evictions).
+	StoredBlocks  uint64 `json:"stored_blocks"`
+	EvictedBlocks uint64 `json:"evicted_blocks"`
 	// Publisher reports the current incarnation's publisher.
 	Publisher PublisherStats `json:"publisher"`
 }
@@ -41,6 +45,8 @@ type rank struct {
 	requests    uint64
 	promptTok   uint64
 	cachedTok   uint64
+	stored      uint64
+	evicted     uint64
 	res         storeResult
 	evs         []kvevents.Event
 }
@@ -50,6 +56,7 @@ type rank struct {
 // tokens are the request's prompt; blockSize its block size. mu must be held.
 func (r *rank) storeAndPublish(hashes []uint64, hit int, tokens []uint32, blockSize int) {
 	r.cache.store(hashes, hit, &r.res)
+	r.evicted += uint64(len(r.res.evicted))
 	r.evs = r.evs[:0]
 	if len(r.res.evicted) > 0 {
 		r.evs = append(r.evs, kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: r.res.evicted})
@@ -66,6 +73,7 @@ func (r *rank) storeAndPublish(hashes []uint64, hit int, tokens []uint32, blockS
 			ev.Parent, ev.HasParent = hashes[a-1], true
 		}
 		r.evs = append(r.evs, ev)
+		r.stored += uint64(b - a)
 	}
 	if len(r.evs) > 0 && r.pub != nil {
 		r.pub.publish(r.evs)
@@ -81,7 +89,7 @@ func (r *rank) stats() RankStats {
 		DPRank: int(r.global), Incarnation: r.inc, Capacity: r.cache.capacity,
 		CachedBlocks: len(r.cache.entries), PinnedBlocks: r.cache.pinned, Usage: r.cache.used(),
 		Active: r.active, Requests: r.requests, PromptTokens: r.promptTok, CachedTokens: r.cachedTok,
-		Overcommits: r.cache.overcommits,
+		Overcommits: r.cache.overcommits, StoredBlocks: r.stored, EvictedBlocks: r.evicted,
 	}
 	if r.pub != nil {
 		s.Publisher = r.pub.snapshot()
