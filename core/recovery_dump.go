@@ -12,7 +12,7 @@ import (
 // both GET /dump and the NATS snapshot server.
 //
 // Locking: the engine lock is taken once to list the partitions, then once per partition to
-// copy its index out as compact records (48 bytes per entry and tier); JSON encoding and writing
+// copy its index out as compact records (40 bytes per event plus 16 per block); JSON encoding and writing
 // happen outside the lock through a 64 KiB buffer. A selection therefore waits at most for one
 // partition's radix walk, never for encoding or a slow reader, and the transient memory is the
 // largest partition's records rather than its encoded JSON.
@@ -25,6 +25,7 @@ func (s *Service) writeDump(w io.Writer) error {
 	s.mu.Unlock()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var recs []engine.DumpRecord
+	var blocks []engine.RecoveredBlock
 	var buf []byte
 	if err := bw.WriteByte('{'); err != nil {
 		return err
@@ -34,7 +35,7 @@ func (s *Service) writeDump(w io.Writer) error {
 		var bs uint32
 		var ok bool
 		s.mu.Lock()
-		recs, bs, ok = s.eng.DumpPartitionRecords(k, recs[:0])
+		recs, blocks, bs, ok = s.eng.DumpPartitionRecords(k, recs[:0], blocks[:0])
 		s.mu.Unlock()
 		if !ok {
 			continue // removed since the listing
@@ -52,7 +53,7 @@ func (s *Service) writeDump(w io.Writer) error {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = engine.AppendDumpRecord(buf, uint64(i), &recs[i])
+			buf = engine.AppendDumpRecord(buf, uint64(i), &recs[i], blocks)
 			if len(buf) >= 32<<10 {
 				if _, err := bw.Write(buf); err != nil {
 					return err

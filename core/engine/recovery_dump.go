@@ -8,19 +8,20 @@ import (
 )
 
 // Compact dump records: the streaming /dump and the NATS snapshot server copy a partition's
-// index out under the engine lock as fixed-size records (48 bytes per entry and tier, no JSON),
+// index out under the engine lock as fixed-size records plus a shared block slice (no JSON),
 // then encode them outside the lock. That keeps the lock hold time to the radix walk itself and
-// the transient memory about four times below that of the encoded JSON.
+// the transient memory several times below that of the encoded JSON.
 
-// DumpRecord is one replayable single-block stored event of a partition's index: Owner holds
-// Block in Tier, under its block Parent (the root when !HasParent). Replaying a partition's
-// records in order with stored events rebuilds an index with the same matches.
+// DumpRecord is one replayable stored event of a partition's index: Owner holds the run
+// blocks[Start:Start+N] (a chain, each block the child of the previous one) in Tier, under its
+// block Parent (the root when !HasParent). Replaying a partition's records in order rebuilds an
+// index with the same matches.
 type DumpRecord struct {
 	Owner     Owner
 	Tier      Tier
 	HasParent bool
 	Parent    uint64
-	Block     RecoveredBlock
+	Start, N  uint32 // the run in the block slice returned alongside
 }
 
 // DumpKeys lists every partition that has an index, sorted by (model, group): the live
@@ -44,12 +45,12 @@ func (e *Engine) DumpKeys() []PartitionKey {
 	return keys
 }
 
-// DumpPartitionRecords appends partition key's index to dst as records, breadth-first (a
-// parent's records precede its children's), and returns the block size. A recovered index
-// waiting for its partition is dumped too. ok is false when key has no index.
+// DumpPartitionRecords appends partition key's index to recs and its blocks to blocks,
+// breadth-first (a parent's records precede its children's), and returns the block size. A
+// recovered index waiting for its partition is dumped too. ok is false when key has no index.
 //
 // Cost: one radix walk, O(entries) time, plus O(nodes) temporary memory inside the walk.
-func (e *Engine) DumpPartitionRecords(key PartitionKey, dst []DumpRecord) (out []DumpRecord, blockSize uint32, ok bool) {
+func (e *Engine) DumpPartitionRecords(key PartitionKey, recs []DumpRecord, blocks []RecoveredBlock) (outRecs []DumpRecord, outBlocks []RecoveredBlock, blockSize uint32, ok bool) {
 	var ix *radix.Index
 	switch p, r := e.parts[key], e.recovery.pending[key]; {
 	case p != nil:
@@ -57,22 +58,25 @@ func (e *Engine) DumpPartitionRecords(key PartitionKey, dst []DumpRecord) (out [
 	case r != nil:
 		ix, blockSize = r.index, r.blockSize
 	default:
-		return dst, 0, false
+		return recs, blocks, 0, false
 	}
 	ix.Dump(func(ev radix.DumpEvent) bool {
-		for _, b := range ev.Blocks {
-			dst = append(dst, DumpRecord{Owner: ev.Owner, Tier: ev.Tier, HasParent: ev.HasParent, Parent: ev.Parent, Block: b})
-		}
+		recs = append(recs, DumpRecord{Owner: ev.Owner, Tier: ev.Tier, HasParent: ev.HasParent, Parent: ev.Parent,
+			Start: uint32(len(blocks)), N: uint32(len(ev.Blocks))})
+		blocks = append(blocks, ev.Blocks...)
 		return true
 	})
-	return dst, blockSize, true
+	return recs, blocks, blockSize, true
 }
 
-// AppendDumpRecord appends rec as one RouterEvent JSON object with the given event id (the same
-// bytes AppendStoredEvent writes for the equivalent single-block event).
-func AppendDumpRecord(dst []byte, eventID uint64, rec *DumpRecord) []byte {
-	blk := [1]radix.StoredBlock{rec.Block}
+// AppendDumpRecord appends rec (whose run lives in blocks) as one RouterEvent JSON object with
+// the given event id: the same bytes AppendStoredEvent writes for the equivalent event.
+func AppendDumpRecord(dst []byte, eventID uint64, rec *DumpRecord, blocks []RecoveredBlock) []byte {
+	end := uint64(rec.Start) + uint64(rec.N)
+	if end > uint64(len(blocks)) {
+		end = uint64(len(blocks)) // never for records from DumpPartitionRecords; guards misuse
+	}
 	return AppendStoredEvent(dst, eventID, radix.DumpEvent{
-		Owner: rec.Owner, Tier: rec.Tier, Parent: rec.Parent, HasParent: rec.HasParent, Blocks: blk[:],
+		Owner: rec.Owner, Tier: rec.Tier, Parent: rec.Parent, HasParent: rec.HasParent, Blocks: blocks[min(uint64(rec.Start), end):end],
 	})
 }

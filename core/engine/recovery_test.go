@@ -67,8 +67,8 @@ func TestRecoveredIndexPendingThenAdopted(t *testing.T) {
 	if keys := e.DumpKeys(); len(keys) != 1 || keys[0] != key {
 		t.Fatalf("dump keys %v", keys)
 	}
-	recs, bs, ok := e.DumpPartitionRecords(key, nil)
-	if !ok || bs != 4 || len(recs) != 4 {
+	recs, blocks, bs, ok := e.DumpPartitionRecords(key, nil, nil)
+	if !ok || bs != 4 || len(blocks) != 4 || len(recs) == 0 {
 		t.Fatalf("pending dump: %d records bs=%d ok=%v", len(recs), bs, ok)
 	}
 	if _, err := e.UpsertWorker(spec(1)); err != nil {
@@ -264,7 +264,7 @@ func TestDumpRecordsMatchDumpPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, bs, n, ok := e.DumpPartition(key, nil)
-	recs, bs2, ok2 := e.DumpPartitionRecords(key, nil)
+	recs, blocks, bs2, ok2 := e.DumpPartitionRecords(key, nil, nil)
 	if !ok || !ok2 || bs != bs2 || n != len(recs) || n == 0 {
 		t.Fatalf("dump %d/%d events, bs %d/%d", n, len(recs), bs, bs2)
 	}
@@ -273,7 +273,7 @@ func TestDumpRecordsMatchDumpPartition(t *testing.T) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = AppendDumpRecord(buf, uint64(i), &recs[i])
+		buf = AppendDumpRecord(buf, uint64(i), &recs[i], blocks)
 	}
 	buf = append(buf, ']')
 	if !slices.Equal(buf, old) {
