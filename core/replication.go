@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,9 @@ type BusReplicator struct {
 	ledger   ledger // live local bookings, for resync (guarded by svc.mu)
 	rs       *resyncer
 	trigger  *ResyncTrigger
+	// appliedHook, when set (benchmarks and tests), sees every peer lifecycle event after the
+	// engine handled it, on the dispatcher goroutine.
+	appliedHook atomic.Pointer[func(ev *engine.ReplicaEvent, applied bool)]
 }
 
 // ReplicationConfig names this replica and its peers on the bus.
@@ -49,6 +53,9 @@ type ReplicationConfig struct {
 	// JoinResyncDelay is the wait between a peer joining or restarting and the republish
 	// (default DefaultJoinResyncDelay; negative means none).
 	JoinResyncDelay time.Duration
+	// JoinResyncRepeat is when the join pass is repeated (default JoinResyncRepeat; negative
+	// means no repeat).
+	JoinResyncRepeat time.Duration
 	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
 	HeartbeatInterval time.Duration
 }
@@ -59,6 +66,12 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{}}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
+	switch {
+	case cfg.JoinResyncRepeat == 0:
+		br.rs.joinRepeat = JoinResyncRepeat
+	case cfg.JoinResyncRepeat > 0:
+		br.rs.joinRepeat = cfg.JoinResyncRepeat
+	}
 	r, err := bus.New(bus.Config{
 		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, HTTPAddr: cfg.HTTPAddr,
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
@@ -178,6 +191,9 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	ok := s.eng.ApplyReplica(&ev, s.clock())
 	br.ledger.observePeer(&ev, ok)
 	s.mu.Unlock()
+	if h := br.appliedHook.Load(); h != nil {
+		(*h)(&ev, ok)
+	}
 	if !ok {
 		br.log.Debug("dropped peer lifecycle event", "sender", lc.Sender, "kind", lc.Kind.String(), "request_id", lc.RequestID)
 	}

@@ -87,9 +87,23 @@ func (t *ResyncTrigger) Fire() {
 }
 
 // localBooking is one ledger entry: the admission to re-announce, with its current prefill.
+// The payload sits behind a pointer (one small allocation per booking) because an entry
+// holding it by value exceeds the map's inline slot size and costs a larger allocation.
 type localBooking struct {
-	ev       engine.ReplicaEvent // Kind == LifecycleAdd; Add points to the ledger's own copy
-	admitted time.Time           // service clock at admission, for pruning
+	add      *engine.ReplicaAdd // the ledger's own copy: prefill is cleared in place
+	key      engine.PartitionKey
+	owner    engine.Owner
+	id       string
+	bs       uint32
+	admitted time.Time // service clock at admission, for pruning
+}
+
+// event returns the admission event to republish; it owns its payload copy (the bus keeps
+// the value it is handed while the ledger may still change the original).
+func (b localBooking) event() *engine.ReplicaEvent {
+	add := *b.add
+	return &engine.ReplicaEvent{Partition: b.key, BlockSize: b.bs, RequestID: b.id, Owner: b.owner,
+		Kind: engine.LifecycleAdd, Add: &add}
 }
 
 // ledger is the set of live bookings this replica admitted itself, by request id.
@@ -110,9 +124,8 @@ func (l ledger) observeLocal(ev *engine.ReplicaEvent, now time.Time) {
 			return
 		}
 		add := *ev.Add
-		e := *ev
-		e.Add, e.Sender = &add, ""
-		l[ev.RequestID] = localBooking{ev: e, admitted: now}
+		l[ev.RequestID] = localBooking{add: &add, key: ev.Partition, owner: ev.Owner, id: ev.RequestID,
+			bs: ev.BlockSize, admitted: now}
 	case engine.LifecyclePrefillComplete:
 		l.prefillDone(ev.RequestID)
 	case engine.LifecycleFree:
@@ -138,7 +151,7 @@ func (l ledger) observePeer(ev *engine.ReplicaEvent, applied bool) {
 
 func (l ledger) prefillDone(id string) {
 	if e, ok := l[id]; ok {
-		e.ev.Add.PrefillTokens = 0
+		e.add.PrefillTokens = 0
 	}
 }
 
@@ -164,6 +177,9 @@ type resyncer struct {
 	rate      int           // admissions per second
 	delay     time.Duration // wait after a reconnect
 	joinDelay time.Duration // wait after a peer joined or restarted
+	// joinRepeat is the delay of the repeated join pass after the first one (0 = none). Set
+	// before the goroutine starts, read-only afterwards.
+	joinRepeat time.Duration
 
 	mu   sync.Mutex
 	due  []time.Time   // start times of scheduled passes, ascending (guarded by mu)
@@ -324,12 +340,12 @@ func (r *resyncer) pass() bool {
 			if !ok {
 				continue // freed since the pass began
 			}
-			if e.admitted.Before(cutoff) || !ownerLive(s.eng, &e.ev) {
+			if e.admitted.Before(cutoff) || !ownerLive(s.eng, e.key, e.owner) {
 				delete(br.ledger, id)
 				r.pruned.Add(1)
 				continue
 			}
-			br.publishBus(&e.ev)
+			br.publishBus(e.event())
 			sent++
 		}
 		s.mu.Unlock()
@@ -342,12 +358,11 @@ func (r *resyncer) pass() bool {
 	return true
 }
 
-// ownerLive reports whether ev's rank is still a schedulable member of ev's partition. A
+// ownerLive reports whether rank o is still a schedulable member of partition key. A
 // booking whose worker was deleted (or moved) is gone from the engine without a free event.
-func ownerLive(eng *engine.Engine, ev *engine.ReplicaEvent) bool {
-	rec, ok := eng.Worker(ev.Owner.Worker)
-	if !ok || rec.Lifecycle != engine.LifecycleSchedulable ||
-		rec.ModelName != ev.Partition.Model || rec.RoutingGroup != ev.Partition.Group {
+func ownerLive(eng *engine.Engine, key engine.PartitionKey, o engine.Owner) bool {
+	rec, ok := eng.Worker(o.Worker)
+	if !ok || rec.Lifecycle != engine.LifecycleSchedulable || rec.ModelName != key.Model || rec.RoutingGroup != key.Group {
 		return false
 	}
 	start, size := uint32(0), uint32(1)
@@ -357,7 +372,7 @@ func ownerLive(eng *engine.Engine, ev *engine.ReplicaEvent) bool {
 	if rec.DataParallelSize != nil {
 		size = *rec.DataParallelSize
 	}
-	return ev.Owner.Rank >= start && uint64(ev.Owner.Rank) < uint64(start)+uint64(size)
+	return o.Rank >= start && uint64(o.Rank) < uint64(start)+uint64(size)
 }
 
 // Resync schedules a republish of this replica's live local bookings after delay (coalescing
@@ -386,7 +401,9 @@ func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 		return
 	}
 	br.rs.request(br.rs.joinDelay)
-	br.rs.request(br.rs.joinDelay + JoinResyncRepeat)
+	if br.rs.joinRepeat > 0 {
+		br.rs.request(br.rs.joinDelay + br.rs.joinRepeat)
+	}
 }
 
 // isPeer reports whether id is a configured peer.

@@ -48,6 +48,12 @@ type replica struct {
 // enables replication with peers and registers workers 1 and 2 (two ranks each).
 func startReplica(t testing.TB, url, id string, peers ...string) *replica {
 	t.Helper()
+	return startReplicaWith(t, url, id, nil, peers...)
+}
+
+// startReplicaWith is startReplica with a hook to adjust the replication config.
+func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig), peers ...string) *replica {
+	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.UseKVEvents = false
 	svc, err := New(Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1})
@@ -60,11 +66,15 @@ func startReplica(t testing.TB, url, id string, peers ...string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := svc.EnableReplication(ReplicationConfig{
+	rc := ReplicationConfig{
 		Cluster: "resync", ReplicaID: id, Peers: peers, Resync: rt,
 		ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond,
-	}, nc)
+	}
+	if edit != nil {
+		edit(&rc)
+	}
+	br, err := svc.EnableReplication(rc, nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +393,7 @@ func TestLedgerTable(t *testing.T) {
 			}
 			got := map[string]uint64{}
 			for id, e := range l {
-				got[id] = e.ev.Add.PrefillTokens
+				got[id] = e.add.PrefillTokens
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("ledger %v, want %v", got, tc.want)
@@ -403,8 +413,8 @@ func TestLedgerCopiesAdmission(t *testing.T) {
 	if ev.Add.PrefillTokens != 5 {
 		t.Fatalf("caller's event modified: prefill %d", ev.Add.PrefillTokens)
 	}
-	if l["x"].ev.Sender != "" {
-		t.Fatalf("ledger kept a sender")
+	if got := l["x"].event(); got.Sender != "" || got.Kind != engine.LifecycleAdd || got.Add.PrefillTokens != 0 || got.RequestID != "x" {
+		t.Fatalf("republished event %+v (add %+v): want an admission of x with no sender and prefill 0", got, got.Add)
 	}
 }
 
