@@ -54,8 +54,9 @@ func TestReservationReplay(t *testing.T) {
 	h.wantError(h.do("POST", "/reservations", `{"selection_id":"stale"}`), http.StatusNotFound, "no pending selection stale")
 }
 
-// TestReservationReplayRetryable checks that a replay whose cached rank left the worker's DP
-// range is a 404 that keeps the entry, so the same call succeeds once the rank is back.
+// TestReservationReplayRetryable checks that a replay that fails before booking keeps its
+// entry, so the same call succeeds once the condition clears: a cached rank that left the
+// worker's DP range (404) and a partition without schedulable workers (503).
 func TestReservationReplayRetryable(t *testing.T) {
 	h := newHarness(t)
 	h.addWorker(worker(1, "", "", 4, `"data_parallel_size":2`))
@@ -67,6 +68,13 @@ func TestReservationReplayRetryable(t *testing.T) {
 	if num(resp, "dp_rank") != "1" {
 		t.Fatalf("retried replay booked %v, want dp_rank 1", resp)
 	}
+
+	// A partition that is not ready is 503 and also keeps the entry (spec §2.6).
+	h.obj(http.StatusOK, "POST", "/select", `{"selection_id":"q","token_ids":[1,2,3,4]}`)
+	h.obj(http.StatusOK, "PATCH", "/workers/1", `{"endpoint":""}`)
+	h.wantError(h.do("POST", "/reservations", `{"selection_id":"q"}`), http.StatusServiceUnavailable, "no schedulable workers")
+	h.obj(http.StatusOK, "PATCH", "/workers/1", `{"endpoint":"http://w1:8000"}`)
+	h.must(http.StatusCreated, "POST", "/reservations", `{"selection_id":"q"}`)
 }
 
 // seedExplicit is the seed document's explicit reservation example.
