@@ -54,6 +54,8 @@ type options struct {
 	logLevel          string
 	logFormat         string
 	sweepInterval     time.Duration
+	natsRecovery      string        // startup index recovery over NATS: auto, off, force
+	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
 }
 
 // parseFlags parses args (without the program name).
@@ -100,6 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
+	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
+	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/api"
+	"github.com/kvselect/kvselect/recovery"
 )
 
 func main() {
@@ -114,8 +115,17 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("replication: %w", err)
 	}
 	defer func() { _ = br.Close() }()
+	// Seed order (issue 5): listeners buffer, the index is recovered and submitted, only then
+	// may listeners apply; this replica serves snapshots once its own recovery is done.
+	svc.ExpectRecovery()
 	svc.EnableKVEvents()
+	if err := recoverIndex(o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
+		return err
+	}
 	svc.OpenGate()
+	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
+		return fmt.Errorf("snapshot serving: %w", err)
+	}
 	svc.Start()
 	defer func() { _ = svc.Close() }()
 
@@ -147,6 +157,28 @@ func run(args []string, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// recoverIndex runs startup index recovery (--indexer-peers over HTTP, then live replicas over
+// NATS per --nats-recovery). A replica on a private embedded server cannot have live peers, so it
+// does not wait to discover any. Recovery failures are logged by the service; only a bad flag is
+// an error.
+func recoverIndex(o *options, svc *core.Service, maxPayload int64, alone bool) error {
+	mode, err := core.ParseNATSRecoveryMode(o.natsRecovery)
+	if err != nil {
+		return err
+	}
+	wait := o.recoveryDiscovery
+	if wait < 0 {
+		wait = 1500 * time.Millisecond
+		if alone {
+			wait = 0
+		}
+	}
+	svc.Recover(context.Background(), core.RecoveryConfig{
+		HTTPPeers: splitList(o.indexerPeers), NATS: mode, MaxChunk: recovery.ChunkLimit(maxPayload), DiscoveryWait: wait,
+	})
+	return nil
 }
 
 // advertisedHTTP is the HTTP base URL announced to peers in heartbeats.
