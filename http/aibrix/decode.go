@@ -3,10 +3,6 @@ package aibrix
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
@@ -66,6 +62,16 @@ func invalid(field, title, format string, args ...any) *RequestError {
 // every level (the contract's additionalProperties: true); optional members
 // must be omitted rather than null; required members must be present and
 // non-null.
+//
+// Ownership: the returned Request does not alias body; the caller may reuse
+// body immediately. All strings of the Request share one copy of body, so
+// the copy lives as long as any of them does.
+//
+// Precedence of errors: syntax problems (empty, malformed, duplicate
+// member, trailing data) are found by the parser before any schema rule;
+// schema rules are checked in document order within an object, and missing
+// required members are reported after the object's present members were
+// checked.
 func DecodeRequest(body []byte) (*Request, error) {
 	doc, err := strictjson.Parse(body)
 	if err != nil {
@@ -127,7 +133,9 @@ func DecodeRequest(body []byte) (*Request, error) {
 	return &req, nil
 }
 
-// syntaxProblem maps a strictjson error onto the package sentinels.
+// syntaxProblem maps a strictjson error onto the package sentinels. The
+// Field of a duplicate member is the path of the repeated member itself,
+// so a client sees "spec.candidates[0].id" rather than the enclosing object.
 func syntaxProblem(err error) *RequestError {
 	var se *strictjson.SyntaxError
 	if !errors.As(err, &se) {
@@ -203,6 +211,10 @@ func article(k strictjson.Kind) string {
 	return ""
 }
 
+// decodeMetadata validates metadata: a required object whose requestId is
+// a required string of 1..MaxIDBytes bytes. UTF-8 validity is guaranteed by
+// the parser. Unknown members (including a decisionId, which only responses
+// carry) are ignored.
 func decodeMetadata(v strictjson.Value, req *Request) error {
 	if err := requiredObject("metadata", v); err != nil {
 		return err
@@ -222,6 +234,9 @@ func decodeMetadata(v strictjson.Value, req *Request) error {
 	return nil
 }
 
+// decodeSpec validates spec: model (non-empty string), policyMode (exact
+// enum), the optional policyContext.attributes, and candidates. The model
+// is used verbatim: kvselect neither normalises nor changes it.
 func decodeSpec(v strictjson.Value, req *Request) error {
 	if err := requiredObject("spec", v); err != nil {
 		return err
@@ -272,270 +287,6 @@ func decodeSpec(v strictjson.Value, req *Request) error {
 		return invalid("spec.policyMode", titleMissing, "spec.policyMode is required")
 	case !haveCandidates:
 		return invalid("spec.candidates", titleMissing, "spec.candidates is required")
-	}
-	return nil
-}
-
-func decodeCandidates(v strictjson.Value, req *Request) error {
-	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
-		return invalid("spec.candidates", titleMissing, "spec.candidates is required and must not be null")
-	default:
-		return invalid("spec.candidates", titleType, "must be an array, got %s", v.Kind())
-	}
-	if v.Len() == 0 {
-		return invalid("spec.candidates", titleValue, "must contain at least one candidate")
-	}
-	req.Candidates = make([]Candidate, 0, v.Len())
-	// Ports and attributes of all candidates live in two shared arenas:
-	// each candidate gets a full-capacity-limited window, and a later
-	// reallocation of an arena leaves earlier windows on the old array,
-	// which stays valid. This keeps allocations independent of n.
-	ar := &arena{ports: make([]int, 0, 2*v.Len()), attrs: make(Attributes, 0, 2*v.Len())}
-	// Small snapshots check uniqueness by scanning; larger ones use a map so
-	// hostile inputs stay O(n).
-	var seen map[string]int
-	if v.Len() > 8 {
-		seen = make(map[string]int, v.Len())
-	}
-	i := 0
-	for e := v.First(); e.Valid(); e = e.Next() {
-		c, err := decodeCandidate(e, ar)
-		if err != nil {
-			return prefixed(err, "spec.candidates["+strconv.Itoa(i)+"]")
-		}
-		dup := -1
-		if seen != nil {
-			if j, ok := seen[c.ID]; ok {
-				dup = j
-			} else {
-				seen[c.ID] = i
-			}
-		} else {
-			for j := range req.Candidates {
-				if req.Candidates[j].ID == c.ID {
-					dup = j
-				}
-			}
-		}
-		if dup >= 0 {
-			return invalid("spec.candidates["+strconv.Itoa(i)+"].id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, dup)
-		}
-		req.Candidates = append(req.Candidates, c)
-		i++
-	}
-	return nil
-}
-
-// arena holds the shared backing arrays of one request's candidates.
-type arena struct {
-	ports []int
-	attrs Attributes
-}
-
-// prefixed prepends prefix to the Field of a *RequestError whose Field is
-// relative, so paths are only built when a request is rejected.
-func prefixed(err error, prefix string) error {
-	var re *RequestError
-	if errors.As(err, &re) {
-		switch {
-		case re.Field == "":
-			re.Field = prefix
-		case strings.HasPrefix(re.Field, "["):
-			re.Field = prefix + re.Field
-		default:
-			re.Field = prefix + "." + re.Field
-		}
-	}
-	return err
-}
-
-// decodeCandidate decodes one candidate; error fields are relative to it.
-func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
-	var c Candidate
-	if v.Kind() != strictjson.Object {
-		return c, invalid("", titleType, "each candidate must be an object, got %s", v.Kind())
-	}
-	var haveID, havePorts bool
-	for m := v.First(); m.Valid(); m = m.Next() {
-		switch m.Key() {
-		case "id":
-			s, err := requiredString("id", m)
-			if err != nil {
-				return c, err
-			}
-			if err := checkCandidateID("id", s); err != nil {
-				return c, err
-			}
-			c.ID, haveID = s, true
-		case "ports":
-			ports, err := decodePorts("ports", m, &ar.ports)
-			if err != nil {
-				return c, err
-			}
-			c.Ports, havePorts = ports, true
-		case "attributes":
-			a, err := decodeAttributesInto("attributes", m, &ar.attrs)
-			if err != nil {
-				return c, err
-			}
-			c.Attributes = a
-		case "metrics":
-			if err := decodeMetrics(m, &c.Metrics); err != nil {
-				return c, prefixed(err, "metrics")
-			}
-		}
-	}
-	switch {
-	case !haveID:
-		return c, invalid("id", titleMissing, "candidate id is required")
-	case !havePorts:
-		return c, invalid("ports", titleMissing, "candidate ports are required")
-	}
-	return c, nil
-}
-
-// checkCandidateID enforces `^[^/]+/[^/]+$` and the 256-byte bound.
-func checkCandidateID(field, s string) error {
-	if len(s) > MaxIDBytes {
-		return invalid(field, titleValue, "must be at most %d bytes, got %d", MaxIDBytes, len(s))
-	}
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || slash == len(s)-1 || strings.IndexByte(s[slash+1:], '/') >= 0 {
-		return invalid(field, titleValue, "must be namespace/pod-name with exactly one '/', got %q", s)
-	}
-	return nil
-}
-
-// decodePorts appends the ports to *ar and returns the window holding them.
-func decodePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
-	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
-		return nil, invalid(field, titleMissing, "ports are required and must not be null")
-	default:
-		return nil, invalid(field, titleType, "must be an array, got %s", v.Kind())
-	}
-	if v.Len() == 0 {
-		return nil, invalid(field, titleValue, "must list at least one port")
-	}
-	start := len(*ar)
-	i := 0
-	for e := v.First(); e.Valid(); e = e.Next() {
-		pf := field // made precise only on error
-		if e.Kind() != strictjson.Number {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Kind())
-		}
-		x, ok := e.Integral()
-		if !ok {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Literal())
-		}
-		if x < 1 || x > 65535 {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleValue, "port %d is outside 1..65535", x)
-		}
-		*ar = append(*ar, int(x))
-		i++
-	}
-	ports := (*ar)[start:len(*ar):len(*ar)]
-	slices.Sort(ports)
-	for j := 1; j < len(ports); j++ {
-		if ports[j] == ports[j-1] {
-			return nil, invalid(field, titleDuplicate, "port %d is listed more than once", ports[j])
-		}
-	}
-	return ports, nil
-}
-
-// ValidAttributeName reports whether s matches `^[A-Za-z][A-Za-z0-9_./-]{0,127}$`.
-func ValidAttributeName(s string) bool {
-	if len(s) == 0 || len(s) > MaxAttributeNameLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// decodeAttributes decodes an attributes object into its own slice.
-func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {
-	var own Attributes
-	return decodeAttributesInto(field, v, &own)
-}
-
-// decodeAttributesInto appends to *ar and returns the window it used.
-func decodeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attributes, error) {
-	if err := optionalKind(field, v, strictjson.Object); err != nil {
-		return nil, err
-	}
-	if v.Len() > MaxAttributes {
-		return nil, invalid(field, titleValue, "at most %d attributes are allowed, got %d", MaxAttributes, v.Len())
-	}
-	if v.Len() == 0 {
-		return Attributes{}, nil
-	}
-	start := len(*ar)
-	for m := v.First(); m.Valid(); m = m.Next() {
-		name := m.Key()
-		if !ValidAttributeName(name) {
-			return nil, invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
-		}
-		if m.Kind() != strictjson.String {
-			return nil, invalid(field+"."+name, titleType, "attribute values must be strings, got %s", m.Kind())
-		}
-		if n := len(m.Str()); n > MaxAttributeValueLen && utf8.RuneCountInString(m.Str()) > MaxAttributeValueLen {
-			return nil, invalid(field+"."+name, titleValue, "attribute value must be at most %d characters, got %d",
-				MaxAttributeValueLen, utf8.RuneCountInString(m.Str()))
-		}
-		*ar = append(*ar, Attribute{Name: name, Value: m.Str()})
-	}
-	return (*ar)[start:len(*ar):len(*ar)], nil
-}
-
-// decodeMetrics decodes a metrics object; error fields are relative to it.
-func decodeMetrics(v strictjson.Value, out *Metrics) error {
-	if err := optionalKind("", v, strictjson.Object); err != nil {
-		return err
-	}
-	for m := v.First(); m.Valid(); m = m.Next() {
-		mf := m.Key() // relative; the caller prefixes the path on error
-		switch m.Key() {
-		case "runningRequests":
-			if err := optionalKind(mf, m, strictjson.Number); err != nil {
-				return err
-			}
-			x, ok := m.Integral()
-			if !ok {
-				return invalid(mf, titleType, "must be an integer, got %s", m.Literal())
-			}
-			if x < 0 {
-				return invalid(mf, titleValue, "must be >= 0, got %d", x)
-			}
-			out.RunningRequests, out.HasRunningRequests = x, true
-		case "engineUtilization", "kvCacheUsage":
-			if err := optionalKind(mf, m, strictjson.Number); err != nil {
-				return err
-			}
-			f, ok := m.Float()
-			if !ok || f < 0 || f > 1 {
-				return invalid(mf, titleValue, "must be a ratio in [0,1], got %s", m.Literal())
-			}
-			if m.Key() == "kvCacheUsage" {
-				out.KVCacheUsage, out.HasKVCacheUsage = f, true
-			} else {
-				out.EngineUtilization, out.HasEngineUtilization = f, true
-			}
-		}
 	}
 	return nil
 }

@@ -43,6 +43,10 @@ func AppendResponse(dst []byte, r *Response) []byte {
 // candidates[{id, ports, attributes?, metrics?}]}, optional members omitted.
 // Candidates and attributes are written in the order held by r; callers
 // that want the Gateway's sorted order sort first.
+//
+// It exists for the conformance checker, tests and benchmarks: the service
+// itself only decodes requests. Floats use the shortest representation that
+// round-trips ('g' format), as Go's encoder does.
 func AppendRequest(dst []byte, r *Request) []byte {
 	dst = append(dst, `{"apiVersion":"`+APIVersion+`","kind":"`+KindRequest+`","metadata":{"requestId":`...)
 	dst = appendString(dst, r.RequestID)
@@ -119,6 +123,7 @@ func appendAttributes(dst []byte, a Attributes) []byte {
 	return append(dst, '}')
 }
 
+// hexDigits renders \u escapes and decision ids in lower case.
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string. Control characters, '"', '\\'

@@ -142,6 +142,8 @@ func Evaluate(req *Request, pol *Policy, backend Backend, sticky *Binding) Decis
 }
 
 // scopeMask fills buf with applies(i) for i in [0,n), growing it if needed.
+// Callers pass a small stack array so typical policies (≤16 rules of a
+// kind) cost no allocation per decision.
 func scopeMask(buf []bool, n int, applies func(int) bool) []bool {
 	for i := 0; i < n; i++ {
 		buf = append(buf, applies(i))
@@ -149,6 +151,9 @@ func scopeMask(buf []bool, n int, applies func(int) bool) []bool {
 	return buf
 }
 
+// eligible reports whether c satisfies every in-scope requirement. A
+// candidate without the required attribute is ineligible: absence never
+// satisfies a hard requirement.
 func eligible(c *Candidate, rs []Requirement, applies []bool) bool {
 	for i := range rs {
 		if !applies[i] {
@@ -162,6 +167,9 @@ func eligible(c *Candidate, rs []Requirement, applies []bool) bool {
 	return true
 }
 
+// preferenceBonus sums the weights of in-scope preferences c matches.
+// Preferences are additive, so two matched preferences of weight 1 are
+// worth as much as one of weight 2.
 func preferenceBonus(c *Candidate, ps []Preference, applies []bool) float64 {
 	var bonus float64
 	for i := range ps {
@@ -230,6 +238,9 @@ func choosePort(ports []int, ranks []RankLoad, registered bool, w *LoadWeights) 
 	return ports[best]
 }
 
+// rankCost is the per-rank part of the load formula, used only to choose
+// among a candidate's ports; it excludes the pod-wide metrics, which are
+// the same for every rank of the pod.
 func rankCost(r *RankLoad, w *LoadWeights) float64 {
 	return w.Requests*float64(max(r.ActiveRequests, 0)) +
 		w.PrefillTokens*float64(r.ActivePrefillTokens) +

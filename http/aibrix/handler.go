@@ -41,6 +41,10 @@ type Config struct {
 // Handler serves the AIBrix external replica-selection operation.
 // It is safe for concurrent use; all mutable state lives in the
 // SessionStore and the buffer pools.
+//
+// Fields are set once by NewHandler and never written afterwards; the only
+// shared mutable state is inside the SessionStore (which synchronises
+// itself) and bufs (a sync.Pool).
 type Handler struct {
 	path     string
 	policy   *Policy
@@ -96,6 +100,9 @@ func NewHandler(cfg Config, backend Backend, log *slog.Logger) (*Handler, error)
 // Path returns the operation path the handler answers.
 func (h *Handler) Path() string { return h.path }
 
+// getBuf returns a pooled buffer. One buffer serves a whole exchange: it
+// first receives the request body and is then overwritten by the encoded
+// response, which is safe because DecodeRequest copies what it keeps.
 func (h *Handler) getBuf() *[]byte {
 	if b, ok := h.bufs.Get().(*[]byte); ok {
 		return b
@@ -112,7 +119,14 @@ func (h *Handler) putBuf(b *[]byte) {
 	h.bufs.Put(b)
 }
 
-// ServeHTTP implements http.Handler. Checks run in this order, the first
+// ServeHTTP implements http.Handler.
+//
+// Authentication is checked before the media type and the body so that an
+// unauthenticated caller learns nothing about what the service accepts
+// and cannot make it read large bodies. Every answer is either a 200 with
+// the exact protocol media type or Problem Details; a panic anywhere in the
+// decision (for example in a Backend) becomes a 500 Problem, never a reset
+// connection. Checks run in this order, the first
 // failure answering with Problem Details: path (404), method (405, Allow:
 // POST), bearer token (401 with WWW-Authenticate), Content-Type and
 // Content-Encoding (415), body size (413), body decoding (400),
@@ -195,7 +209,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decide runs the policy and session logic for a decoded request.
+// decide runs the policy and session logic for a decoded request. The
+// clock is read only when the request carries a session, and the binding
+// is written after Evaluate so the pure decision never touches the store.
+// Concurrent requests of one session may race to bind; the last Bind wins,
+// and both answers were legal, so no lock spans Get and Bind.
 func (h *Handler) decide(req *Request) (Response, error) {
 	var sticky *Binding
 	key, hasSession := SessionKeyFor(req, h.policy)
@@ -249,7 +267,10 @@ func checkMediaType(hd http.Header) *Problem {
 	return &Problem{Type: ProblemUnsupportedMedia, Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType, Detail: detail}
 }
 
-// readBody reads at most maxBody bytes into dst, answering 413 beyond.
+// readBody reads at most maxBody bytes into dst, answering 413 beyond. A
+// declared Content-Length over the cap is refused before reading anything;
+// chunked bodies are cut off by http.MaxBytesReader, which also tells the
+// server to close the connection instead of draining an oversized body.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, *Problem) {
 	tooLarge := &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
 		Detail: "the request body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"}
@@ -280,7 +301,10 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, dst []byte) (
 	}
 }
 
-// checkRequestIDHeader enforces X-Request-Id == metadata.requestId.
+// checkRequestIDHeader enforces X-Request-Id == metadata.requestId. The
+// Gateway always sends the header, equal to the body's id; a mismatch means
+// a proxy or client bug, and answering it would hide the bug, so it is
+// rejected. The header must appear exactly once.
 func checkRequestIDHeader(hd http.Header, id string) *Problem {
 	vals := hd.Values("X-Request-Id")
 	switch {

@@ -294,6 +294,8 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
+// checkReason bounds a reason string to what the protocol allows in
+// status.reason, so a valid policy can never produce an invalid response.
 func checkReason(field, s string, required bool) error {
 	if s == "" {
 		if required {
@@ -307,6 +309,9 @@ func checkReason(field, s string, required bool) error {
 	return nil
 }
 
+// checkMatch validates the shared shape of requirements and preferences:
+// a valid scope, an attribute name the Gateway could actually send (same
+// pattern as the protocol's attribute keys) and at least one value.
 func checkMatch(f string, s Scope, attr string, values ValueSet) error {
 	if err := checkScope(f, s); err != nil {
 		return err
@@ -320,6 +325,9 @@ func checkMatch(f string, s Scope, attr string, values ValueSet) error {
 	return nil
 }
 
+// checkScope validates model names and context keys. Context keys are
+// checked in sorted order so the reported field is deterministic even
+// though Context is a map.
 func checkScope(f string, s Scope) error {
 	for i, m := range s.Models {
 		if m == "" {

@@ -83,6 +83,10 @@ func AppendProblem(dst []byte, p *Problem) []byte {
 
 // writeProblem sends p with the problem media type. Responses are never
 // cached.
+//
+// Headers the status requires (Allow for 405, WWW-Authenticate for 401)
+// are set by the caller before writeProblem, which only adds the content
+// headers.
 func writeProblem(w http.ResponseWriter, p *Problem) {
 	body := AppendProblem(make([]byte, 0, 256), p)
 	h := w.Header()

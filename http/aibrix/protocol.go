@@ -57,7 +57,10 @@ const (
 	Denied     DecisionType = "Denied"
 )
 
-// Legal reports whether d may answer a request in mode m.
+// Legal reports whether d may answer a request in mode m. This is the
+// single definition of legality used by Evaluate, the handler tests and the
+// conformance checker; an illegal decision makes the Gateway treat the
+// exchange as a protocol failure (503 under FailClosed).
 func (d DecisionType) Legal(m PolicyMode) bool {
 	switch d {
 	case Selected:

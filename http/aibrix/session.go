@@ -52,6 +52,8 @@ type MemorySessionStore struct {
 	sweepEvery time.Duration
 }
 
+// sessionEntry is one binding with its absolute expiry; an entry is live
+// while now < expires.
 type sessionEntry struct {
 	b       Binding
 	expires time.Time
@@ -114,6 +116,8 @@ func (s *MemorySessionStore) Len() int {
 	return len(s.entries)
 }
 
+// sweepLocked drops every expired entry; s.mu must be held. It is O(n) and
+// therefore runs at most once per sweepEvery, only when the store is full.
 func (s *MemorySessionStore) sweepLocked(now time.Time) {
 	for k, e := range s.entries {
 		if !now.Before(e.expires) {

@@ -28,7 +28,12 @@ type Client struct {
 	HTTP    *http.Client
 }
 
-// NewClient returns a Client with a Gateway-like transport.
+// NewClient returns a Client with a Gateway-like transport: a clone of the
+// default transport (so proxy settings apply as they do to the Gateway),
+// compression disabled (no Accept-Encoding is sent and nothing is
+// transparently gunzipped), connection limits at the Gateway's default
+// in-flight bound of 256, keep-alives on, and redirects returned as-is so
+// a 3xx fails the 200 rule instead of being followed.
 func NewClient(url, token string, timeout time.Duration) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableCompression = true
@@ -74,6 +79,10 @@ func (c *Client) Do(ctx context.Context, method string, body []byte, hdr http.He
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	// One context deadline covers dial, write, response headers and the
+	// body read below, as in the Gateway; the checker reports a late body
+	// as a deadline failure (the Gateway would classify it as a transport
+	// error, but both are failed exchanges).
 	ex := &Exchange{Deadline: timeout}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -71,6 +71,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitPass
 }
 
+// checkFlags applies the Gateway's own endpoint rules to --url (absolute
+// http/https, a host, no userinfo, no fragment) so that a URL the Gateway
+// would refuse at startup is not reported as conformant.
 func checkFlags(target string, timeout time.Duration, extra int) error {
 	if extra > 0 {
 		return fmt.Errorf("%w: unexpected arguments", ErrUsage)
@@ -89,6 +92,8 @@ func checkFlags(target string, timeout time.Duration, extra int) error {
 }
 
 // readToken returns the first non-blank, non-comment line of path, trimmed.
+// The token is only ever sent in the Authorization header; it is never
+// written to stdout or stderr, including in error messages.
 // A Gateway token file (one token, no comments) reads the same way.
 func readToken(path string) (string, error) {
 	data, err := os.ReadFile(path)

@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// RuleReport aggregates one rule over the whole run.
+// RuleReport aggregates one rule over the whole run. Checks counts the
+// exchanges on which the rule was evaluated (a rule behind a failed gate is
+// not evaluated), Failures those on which it failed.
 type RuleReport struct {
 	Rule
 	Checks   int      `json:"checks"`
@@ -47,7 +49,9 @@ type Report struct {
 	Cases   []CaseReport  `json:"cases"`
 }
 
-// Options configure [Run].
+// Options configure [Run]. Either URL (with optional Token and Timeout) or
+// a ready Client must be given; Cases selects a subset of the suite, for
+// example to skip the 270 KB oversized-body case.
 type Options struct {
 	URL     string
 	Token   string
@@ -78,10 +82,15 @@ func Run(ctx context.Context, opt Options) *Report {
 		rep.Rules = append(rep.Rules, rr)
 		byID[r.ID] = rr
 	}
+	// decisionId uniqueness is a property of the whole run, so it is
+	// evaluated here rather than per exchange: each decision id is
+	// remembered with the case that produced it.
 	seenIDs := map[string]string{}
 	for i := range cases {
 		c := &cases[i]
 		if c.NeedsToken && cl.Token == "" {
+			// Without a token the service presumably runs without
+			// authentication; the auth cases would only test our client.
 			continue
 		}
 		results, d := RunCase(ctx, cl, c)
@@ -115,6 +124,8 @@ func Run(ctx context.Context, opt Options) *Report {
 		}
 		rep.Cases = append(rep.Cases, cr)
 	}
+	// Only Required rules decide the verdict: Recommended ones describe
+	// good practice the Gateway does not enforce.
 	rep.Passed = true
 	for _, rr := range rep.Rules {
 		if rr.Level == Required && rr.Failures > 0 {
@@ -134,7 +145,10 @@ func (r *Report) Rule(id string) *RuleReport {
 	return nil
 }
 
-// WriteText writes a human-readable report.
+// WriteText writes a human-readable report: a verdict line, one line per
+// rule (PASS, FAIL, WARN for a failed recommended rule, "-" when never
+// checked) followed by each failure as "case: detail", then one line per
+// case with the decision and target it received.
 func (r *Report) WriteText(w io.Writer) error {
 	verdict := "PASS"
 	if !r.Passed {
@@ -179,6 +193,9 @@ func statusWord(rr *RuleReport) string {
 }
 
 // WriteJSON writes the report as indented JSON, each rule with its status.
+// The shape is {url, timeout, passed, rules:[{id, description, level,
+// checks, failures, details, status}], cases:[{name, description, passed,
+// failures, decision, target}]}; it is meant for CI gates and dashboards.
 func (r *Report) WriteJSON(w io.Writer) error {
 	type ruleOut struct {
 		*RuleReport

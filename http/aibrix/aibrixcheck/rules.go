@@ -23,6 +23,12 @@ type Rule struct {
 
 // Rule ids. The V-numbers in descriptions refer to the Gateway's response
 // validation order (aibrix-protocol-spec §5).
+//
+// Prefixes group them: exchange.* (transport and deadline), http.* (status
+// line and headers), body.*/json.* (V1–V5, the bytes), envelope.* (V6),
+// bounds.* (V7), decision.* (V8, legality against mode and snapshot),
+// service.* (advice to services, Recommended), problem.* (rejections).
+// Ids are stable: tooling may match on them.
 const (
 	RuleTransport        = "exchange.transport"
 	RuleDeadline         = "exchange.deadline"
@@ -59,7 +65,8 @@ const (
 	RuleProblemNoSecret  = "problem.no-token-echo"
 )
 
-// Rules is the catalogue in report order.
+// Rules is the catalogue in report order, which follows the order in which
+// the Gateway applies its checks. Treat it as read-only.
 var Rules = []Rule{
 	{RuleTransport, "The exchange completes without a transport error (connect, write, read).", Required},
 	{RuleDeadline, "The whole exchange, body included, finishes within the Gateway deadline (default 10ms).", Required},

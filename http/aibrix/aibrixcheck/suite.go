@@ -25,7 +25,11 @@ type Case struct {
 	NeedsToken  bool // run only when the client has a token
 }
 
-// Suite returns the standard cases. Request ids are prefixed with prefix so
+// Suite returns the standard cases. Decision cases come first (so the
+// first exchange, which pays for the TCP connect, is a plain decision),
+// then rejections. The bodies of rejection cases differ from a valid body
+// in exactly one way, so a service that answers 200 to one of them has a
+// single, identifiable validation gap. Request ids are prefixed with prefix so
 // runs are distinguishable in the service's logs.
 func Suite(prefix string) []Case {
 	rid := func(s string) string { return prefix + s }
@@ -115,6 +119,8 @@ func Suite(prefix string) []Case {
 	return cases
 }
 
+// mutate encodes req and replaces the first occurrence of old with new,
+// producing a body that is invalid in exactly one way.
 func mutate(req *aibrix.Request, old, new string) []byte {
 	return bytes.Replace(EncodeRequest(req), []byte(old), []byte(new), 1)
 }
@@ -148,7 +154,10 @@ func requestIDOf(c *Case) string {
 	return "aibrix-check"
 }
 
-// RunCase performs one case and returns its rule results.
+// RunCase performs one case and returns its rule results. Decision cases
+// are validated against the request that was actually encoded and sent
+// (c.Sent), which is what makes the snapshot rules meaningful; rejection
+// cases only need the expected status and the token to look for.
 func RunCase(ctx context.Context, cl *Client, c *Case) ([]Result, *Decision) {
 	body := c.Body
 	if body == nil && c.Sent != nil {

@@ -14,7 +14,10 @@ import (
 	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
-// Result is the outcome of one rule on one exchange.
+// Result is the outcome of one rule on one exchange. Detail is empty for
+// passes and explains the violation (with the offending value) for
+// failures; it never contains the bearer token because no rule quotes
+// request headers.
 type Result struct {
 	Rule   string `json:"rule"`
 	OK     bool   `json:"ok"`
@@ -22,6 +25,12 @@ type Result struct {
 }
 
 // Exchange is what came back from one HTTP exchange, as the Gateway sees it.
+//
+// Invariants set by [Client.Do]: when Err is nil, Status and Header are set
+// and Body holds at most aibrix.MaxResponseBytes+1 bytes (Truncated tells
+// whether the limit was exceeded, mirroring the Gateway's "read limit+1,
+// then compare"). When Err is non-nil the other response fields are zero.
+// Elapsed covers the whole exchange including the body read.
 type Exchange struct {
 	Status    int
 	Header    http.Header
@@ -48,6 +57,8 @@ type Decision struct {
 	HasReason     bool
 }
 
+// recorder accumulates results in rule order. It is used by one goroutine
+// for one exchange.
 type recorder struct{ out []Result }
 
 // check records a rule outcome and returns ok.
@@ -86,6 +97,12 @@ func ValidateDecision(ex *Exchange, sent *aibrix.Request) ([]Result, *Decision) 
 	return r.out, d
 }
 
+// validateDecision is ValidateDecision's body. Each early return marks a
+// gate: a rule whose failure makes the later rules meaningless (there is no
+// JSON to inspect after a syntax error, no envelope without an object, and
+// so on). Rules that do not gate (exact media type, identity encoding,
+// bounds) are recorded and evaluation continues, so one run reports every
+// independent problem at once.
 func validateDecision(r *recorder, ex *Exchange, sent *aibrix.Request) *Decision {
 	if !checkTransport(r, ex) {
 		return nil
@@ -137,7 +154,9 @@ func gatewayMediaTypeOK(ct string) bool {
 	return err == nil && mt == "application/vnd.aibrix.external-routing+json" && params["version"] == "v1alpha1"
 }
 
-// checkSyntax records the three V2 rules from one parse error.
+// checkSyntax records the three V2 rules from one parse error. A parse
+// stops at the first problem, so exactly one of the three fails; the others
+// are not recorded as passed because they were not fully checked.
 func checkSyntax(r *recorder, err error) bool {
 	if err == nil {
 		r.check(RuleJSONSyntax, true, "")
@@ -184,6 +203,12 @@ func nullOptional(root strictjson.Value) string {
 
 // decodeDecision is the V4 typed decode with exact member names. Nulls of
 // required members read as absent (V6 reports them).
+//
+// Differences from the Gateway, all on the strict side: member names are
+// case-sensitive (Go's encoding/json would also bind "Status" to status),
+// and strings are never repaired (the parser rejects invalid UTF-8 that
+// encoding/json would replace with U+FFFD). Unknown members are ignored
+// exactly as the Gateway ignores them.
 func decodeDecision(root strictjson.Value) (*Decision, error) {
 	d := &Decision{}
 	str := func(path string, v strictjson.Value, dst *string) (bool, error) {
@@ -274,7 +299,11 @@ func decodeDecision(root strictjson.Value) (*Decision, error) {
 	return d, nil
 }
 
-// checkEnvelope records the V6 rules; false when any failed.
+// checkEnvelope records the V6 rules; false when any failed. All five are
+// recorded before returning so a body that is wrong in several ways shows
+// every envelope problem. The request id is compared after JSON unescaping,
+// byte for byte, which is what "echo exactly" means on the wire: "\u0061"
+// and "a" are the same id.
 func checkEnvelope(r *recorder, root strictjson.Value, d *Decision, sent *aibrix.Request) bool {
 	present := func(v strictjson.Value, name string) (strictjson.Value, bool) {
 		m, ok := v.Get(name)
@@ -297,7 +326,11 @@ func checkEnvelope(r *recorder, root strictjson.Value, d *Decision, sent *aibrix
 
 func boundedUTF8(s string) bool { return len(s) <= aibrix.MaxIDBytes && utf8.ValidString(s) }
 
-// checkLegality records the V8 rules.
+// checkLegality records the V8 rules. The snapshot is the exact request
+// that was sent: a target must name one of its candidate ids verbatim
+// (namespace included) and a port that candidate advertised; an omitted
+// port is legal only for single-port candidates (the Gateway then uses that
+// port), but services are advised to always send it (RulePortPresent).
 func checkLegality(r *recorder, d *Decision, sent *aibrix.Request) {
 	dt := aibrix.DecisionType(d.Decision)
 	if !r.check(RuleDecisionKnown, dt == aibrix.Selected || dt == aibrix.NoDecision || dt == aibrix.Denied,
@@ -349,6 +382,10 @@ func ValidateProblem(ex *Exchange, wantStatus int, token string) []Result {
 	return r.out
 }
 
+// problemBodyOK checks the RFC 9457 shape the contract's ProblemDetails
+// schema requires: an object whose title is a non-empty string and whose
+// status equals the HTTP status; type and detail, when present, are
+// strings. Extension members are allowed.
 func problemBodyOK(body []byte, status int) error {
 	doc, err := strictjson.Parse(body)
 	if err != nil {

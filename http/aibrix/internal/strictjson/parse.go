@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // Sentinel errors. Every error returned by [Parse] is a [*SyntaxError] that
@@ -199,7 +197,8 @@ func (p *parser) skipWS() {
 	}
 }
 
-// add appends a node and returns its index.
+// add appends a node and returns its index. Indices, not pointers, link
+// nodes, so growing the slice never invalidates a link.
 func (p *parser) add(n node) int32 {
 	n.first, n.next = -1, -1
 	p.doc.nodes = append(p.doc.nodes, n)
@@ -207,7 +206,8 @@ func (p *parser) add(n node) int32 {
 }
 
 // value parses one value at p.pos (whitespace already skipped) and returns
-// its node index.
+// its node index. depth counts the enclosing arrays/objects; object and
+// array increment it before checking MaxDepth, so recursion is bounded.
 func (p *parser) value(depth int) (int32, error) {
 	if p.pos >= len(p.data) {
 		return -1, p.fail(ErrSyntax, "unexpected end of input")
@@ -287,147 +287,6 @@ func (p *parser) digits() bool {
 	return p.pos > start
 }
 
-// str scans a string starting at the opening quote and returns its
-// unescaped value. Invalid UTF-8, raw control characters, bad escapes and
-// unpaired surrogate escapes are syntax errors.
-func (p *parser) str() (strRef, error) {
-	p.pos++ // opening quote
-	start := p.pos
-	d := p.data
-	// Fast path: no escapes, ASCII or valid UTF-8.
-	for p.pos < len(d) {
-		for p.pos < len(d) && plainASCII[d[p.pos]] {
-			p.pos++
-		}
-		if p.pos >= len(d) {
-			break
-		}
-		c := d[p.pos]
-		switch {
-		case c == '"':
-			r := strRef{s: int32(start), e: int32(p.pos)}
-			p.pos++
-			return r, nil
-		case c == '\\':
-			return p.strSlow(start)
-		case c < 0x20:
-			return strRef{}, p.fail(ErrSyntax, "control character in string")
-		case c < utf8.RuneSelf:
-			p.pos++
-		default:
-			r, size := utf8.DecodeRune(d[p.pos:])
-			if r == utf8.RuneError && size <= 1 {
-				return strRef{}, p.fail(ErrSyntax, "invalid UTF-8 in string")
-			}
-			p.pos += size
-		}
-	}
-	return strRef{}, p.fail(ErrSyntax, "unterminated string")
-}
-
-// plainASCII marks bytes a string may contain verbatim without further
-// checks: printable ASCII other than '"' and '\\'.
-var plainASCII = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-func (p *parser) strSlow(start int) (strRef, error) {
-	d := p.data
-	buf := make([]byte, 0, p.pos-start+16)
-	buf = append(buf, d[start:p.pos]...)
-	for p.pos < len(d) {
-		c := d[p.pos]
-		switch {
-		case c == '"':
-			p.pos++
-			p.doc.escaped = append(p.doc.escaped, string(buf))
-			return strRef{s: int32(len(p.doc.escaped) - 1), esc: true}, nil
-		case c == '\\':
-			if p.pos+1 >= len(d) {
-				return strRef{}, p.fail(ErrSyntax, "unterminated escape")
-			}
-			e := d[p.pos+1]
-			p.pos += 2
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := p.hex4()
-				if !ok {
-					return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					// Must be a high surrogate followed by \u low surrogate.
-					if r >= 0xdc00 || p.pos+1 >= len(d) || d[p.pos] != '\\' || d[p.pos+1] != 'u' {
-						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
-					}
-					p.pos += 2
-					r2, ok := p.hex4()
-					if !ok {
-						return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
-					}
-					r = utf16.DecodeRune(r, r2)
-					if r == utf8.RuneError {
-						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
-					}
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				p.pos--
-				return strRef{}, p.fail(ErrSyntax, "invalid escape character")
-			}
-		case c < 0x20:
-			return strRef{}, p.fail(ErrSyntax, "control character in string")
-		case c < utf8.RuneSelf:
-			buf = append(buf, c)
-			p.pos++
-		default:
-			r, size := utf8.DecodeRune(d[p.pos:])
-			if r == utf8.RuneError && size <= 1 {
-				return strRef{}, p.fail(ErrSyntax, "invalid UTF-8 in string")
-			}
-			buf = append(buf, d[p.pos:p.pos+size]...)
-			p.pos += size
-		}
-	}
-	return strRef{}, p.fail(ErrSyntax, "unterminated string")
-}
-
-func (p *parser) hex4() (rune, bool) {
-	if p.pos+4 > len(p.data) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range p.data[p.pos : p.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	p.pos += 4
-	return r, true
-}
-
 // withPath prefixes seg onto the error's path as the error unwinds.
 func withPath(err error, seg string) error {
 	var se *SyntaxError
@@ -448,6 +307,9 @@ func withPath(err error, seg string) error {
 // from a linear scan to a map (bounding hostile inputs to O(n)).
 const dupThreshold = 16
 
+// object parses an object. Members are linked in document order; each
+// name is checked against the previous names of the same object before its
+// value is parsed, so a duplicate is reported at the repeated name.
 func (p *parser) object(depth int) (int32, error) {
 	if depth > MaxDepth {
 		return -1, p.fail(ErrTooDeep, fmt.Sprintf("more than %d levels", MaxDepth))
@@ -538,6 +400,7 @@ func (p *parser) isDup(self int32, key string, count int32, seen *map[string]str
 	return false
 }
 
+// array parses an array; element errors carry "[i]" path segments.
 func (p *parser) array(depth int) (int32, error) {
 	if depth > MaxDepth {
 		return -1, p.fail(ErrTooDeep, fmt.Sprintf("more than %d levels", MaxDepth))

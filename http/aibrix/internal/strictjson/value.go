@@ -79,6 +79,10 @@ func (v Value) Float() (float64, bool) {
 	return f, true
 }
 
+// Integral is the reading the service applies to request ports and
+// runningRequests (lenient, as JSON Schema is), while the checker applies
+// Int to response ports (strict, as the Gateway's decoder is).
+//
 // Integral parses a Number whose value is a whole number (JSON Schema's
 // "integer": 8000, 8000.0 and 8e3 all qualify) within ±2^53.
 func (v Value) Integral() (int64, bool) {
@@ -126,7 +130,10 @@ func (v Value) Key() string {
 	return ""
 }
 
-// Get returns the member named key of an Object (names compare exactly).
+// Get returns the member named key of an Object (names compare exactly,
+// after unescaping). It scans the members, which is cheaper than hashing
+// for the small objects of the protocol; objects are duplicate-free, so at
+// most one member matches.
 func (v Value) Get(key string) (Value, bool) {
 	if v.Kind() != Object {
 		return Value{}, false
