@@ -218,6 +218,10 @@ func (p *publisher) snapshot() PublisherStats {
 
 // close closes both sockets and waits for the replay goroutine. Batches still queued in the
 // PUB are discarded, as vLLM's linger=0 shutdown does.
+//
+// Known leak: go-zeromq v0.17.0 never stops a PUB socket's internal writer goroutine (its
+// Close does not close the writer), so every closed publisher leaves one idle goroutine
+// behind. It holds no socket or port; it matters only to goroutine-leak checks.
 func (p *publisher) close() {
 	p.cancel()
 	_ = p.pub.Close()

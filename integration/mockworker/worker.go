@@ -170,6 +170,8 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	tokens := req.PromptTokenIDs
 	hashes := EngineHashes(make([]uint64, 0, len(tokens)/bs), tokens, bs, w.cfg.HashSeed)
 
+	// Arrival: look up the cached prefix and pin it (so no eviction can take it while the
+	// prefill runs), and book the rank's prefill queue. Everything from here on is model time.
 	arrive := w.modelNow()
 	r.mu.Lock()
 	inc := r.inc
@@ -185,6 +187,8 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	r.cachedTok += uint64(cached)
 	r.mu.Unlock()
 
+	// pinned is what this request holds in incarnation inc; finish gives it back. After a
+	// Restart the old cache is gone and finish only fixes the active count.
 	pinned := hashes[:hit]
 	finish := func() {
 		r.mu.Lock()
@@ -194,10 +198,13 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 		r.active--
 		r.mu.Unlock()
 	}
+	// Prefill: sleep until the booked end (queueing behind earlier prefills included).
 	if err := w.sleepModel(ctx, end-w.modelNow()); err != nil {
 		finish()
 		return Result{}, err
 	}
+	// Prefill done: the new full blocks enter the cache and the batch goes out, unless the
+	// engine restarted or closed meanwhile (a dead engine publishes nothing).
 	r.mu.Lock()
 	if r.inc == inc && r.pub != nil {
 		r.storeAndPublish(hashes, hit, tokens, bs)
@@ -206,6 +213,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	u := r.cache.used()
 	r.mu.Unlock()
 
+	// Decode: max_tokens steps at the utilisation seen now; then release the blocks.
 	decode := float64(maxTokens) * sim.ITLMS(u)
 	err = w.sleepModel(ctx, decode)
 	finish()
@@ -277,6 +285,7 @@ func (w *Worker) Restart() error {
 		}
 		r.inc++
 		r.cache = newBlockCache(w.cfg.NumGPUBlocks)
+		r.prefillFree = 0 // a new process has an empty prefill queue
 		p, err := newPublisher(r.pubCfg)
 		if err != nil {
 			errs = append(errs, err)
