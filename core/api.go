@@ -17,6 +17,11 @@ type (
 	ReservationRequest  = engine.ReservationRequest
 	ReservationResponse = engine.ReservationResponse
 	PromptQuery         = engine.PromptQuery
+	SessionContext      = engine.SessionContext
+	AffinityTarget      = engine.AffinityTarget
+	PinnedWorker        = engine.PinnedWorker
+	RoutingConstraints  = engine.RoutingConstraints
+	ConfigOverride      = engine.ConfigOverride
 	PartitionLoads      = engine.PartitionLoads
 	PotentialLoad       = engine.PotentialLoad
 	OverlapScores       = engine.OverlapScores

@@ -1,0 +1,53 @@
+// Package core is kvselect as a Go library: the selection service that the kvselect binary
+// serves over HTTP, embeddable in gateways, endpoint pickers and schedulers written in Go.
+//
+// # Lifecycle
+//
+// Build a Service with New (or NewLocal for tests: no replication, no listeners, no background
+// work), optionally wire it to its peers with EnableReplication, turn on KV-event ingestion with
+// EnableKVEvents, run startup recovery, open the ingestion gate with OpenGate, and call Start to
+// begin the expiry sweep. Close stops everything; after Close, selections fail with ErrNotReady
+// ("selection service is shutting down").
+//
+//	svc, err := core.New(core.Config{Engine: engine.KVSelectDefaults()})
+//	...
+//	svc.EnableKVEvents() // one ZMQ listener per (worker, DP rank), buffering until OpenGate
+//	svc.OpenGate()
+//	svc.Start()
+//	defer svc.Close()
+//
+// Every operation of the HTTP API is a method with typed requests and responses (the JSON types
+// of Dynamo's selection service): UpsertWorker, PatchWorker, DeleteWorker, Workers, Ready,
+// Select, SelectAndReserve, Reserve, PrefillComplete, OutputBlock, Free, Loads, PotentialLoads,
+// OverlapScores, Dump, RegisterPeer, DeregisterPeer, Peers, Members. Errors wrap one of the
+// sentinels (ErrBadRequest, ErrUnprocessable, ErrNotFound, ErrConflict, ErrNotReady,
+// ErrNoEndpoints, ErrOverloaded, ErrInternal); match them with errors.Is. The HTTP layer
+// (package http/api) maps them to status codes in one table and is otherwise a thin adapter.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. The selection engine (package core/engine) is a
+// pure, single-threaded state machine; the Service owns it behind one mutex, held for the
+// duration of one engine call (microseconds). KV-event listeners decode batches on their own
+// goroutines and take the mutex only to apply them; replication publishes through bounded
+// queues and never blocks a selection; /dump copies one partition at a time under the lock and
+// encodes outside it.
+//
+// # Custom routing strategies
+//
+// Config.Scoring adds weighted Scorers (per-candidate cost contributions) and a Picker to the
+// built-in pipeline; see engine.Scoring for the pipeline and the contract implementations must
+// honour, and package core/engine/scoretest for a conformance harness. The built-in cost is
+// Dynamo's formula (engine.PolicyDynamo) or kvselect's estimated-time-to-first-token policy
+// (engine.PolicyKVSelect); engine.DynamoScorer and engine.KVSelectScorer expose them as scorers.
+//
+// # What is replicated, what is local
+//
+// With replication enabled, replicas share one NATS bus. Replicated (best effort, unsequenced,
+// fire-and-forget, as in Dynamo): booking admissions, prefill completions and frees (including
+// expiry frees), and session-affinity bindings. Local to each replica: output-block updates
+// (high frequency, by design), the pending-selection cache behind the replay form of
+// POST /reservations, and the worker catalog — register the same catalog on every replica.
+// The KV index is built on every replica from the workers' own ZMQ events; a replica that starts
+// late recovers it from a peer (HTTP /dump or a NATS snapshot) before applying live events.
+package core
