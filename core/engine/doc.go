@@ -1,0 +1,37 @@
+// Package engine is kvselect's selection engine: the worker catalog and its partitions, the
+// radix prefix index fed by worker KV events (package radix), active-load accounting (package
+// load), reservations and the pending-selection cache, session affinity, the cost functions and
+// the picker.
+//
+// # Purity
+//
+// The engine is a deterministic state machine in the style of etcd/raft. It starts no
+// goroutines, does no I/O, never reads the clock and uses no global randomness: time is the
+// `now` argument of every operation that can age state, and randomness comes from the
+// *rand.Rand in Options. Effects for the outside world are returned as data: replica lifecycle
+// events (TakeEffects) and session bindings (TakeAffinityEffects) are drained by the owner after
+// each call and published by it. A seeded engine fed the same calls makes the same decisions,
+// which is what the scripted tests (testdata/*.txt) and the trace simulator rely on.
+//
+// # Concurrency
+//
+// An Engine is not safe for concurrent use; core.Service serialises every call behind one
+// mutex. Scratch buffers are reused across selections, so a selection allocates nothing per
+// candidate.
+//
+// # Data model
+//
+// A partition is one (model_name, routing_group). Its candidates are the (worker, global DP
+// rank) pairs of its schedulable workers. The prefix index is keyed by the public block hash of
+// each block's tokens (XXH3-64, seed 1337 plus LoRA and cache-salt terms, spec §4.2), with the
+// engine's own block hashes kept per owner so that BlockRemoved and parent_block_hash resolve.
+// Load is tracked per rank from tracking hashes (chained sequence hashes), de-duplicating prompt
+// blocks shared by live requests.
+//
+// # Cost functions
+//
+// PolicyDynamo reproduces Dynamo's formula exactly (cost.go); PolicyKVSelect estimates each
+// rank's time to first token with a quadratic prefill-time model and a discounted cache-affinity
+// pull (kvselect_cost.go). Custom Scorers and a Picker plug in through Options.Scoring
+// (scoring.go).
+package engine
