@@ -89,7 +89,9 @@ func Evaluate(req *Request, pol *Policy, backend Backend, sticky *Binding) Decis
 				return refuse(pol.Deny[i].Reason)
 			}
 		}
-		weights = pol.Load
+		if pol.Load != (LoadWeights{}) {
+			weights = pol.Load
+		}
 		if pol.NoMatchReason != "" {
 			noMatch = pol.NoMatchReason
 		}

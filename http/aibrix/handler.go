@@ -50,6 +50,7 @@ type Handler struct {
 	policy   *Policy
 	tokens   *Tokens
 	sessions SessionStore
+	ttl      time.Duration // session TTL: Policy.SessionTTL or DefaultSessionTTL
 	maxBody  int64
 	now      func() time.Time
 	rand     io.Reader
@@ -83,6 +84,13 @@ func NewHandler(cfg Config, backend Backend, log *slog.Logger) (*Handler, error)
 		}
 		if h.policy.SessionKey != "" && h.sessions == nil {
 			h.sessions = NewMemorySessionStore(0)
+		}
+		// A Policy built in code may leave SessionTTL zero; ParsePolicy
+		// fills the default, and so does the handler (without mutating the
+		// caller's Policy, which may be shared).
+		h.ttl = h.policy.SessionTTL
+		if h.ttl <= 0 {
+			h.ttl = DefaultSessionTTL
 		}
 	}
 	if h.now == nil {
@@ -226,7 +234,7 @@ func (h *Handler) decide(req *Request) (Response, error) {
 	}
 	d := Evaluate(req, h.policy, h.backend, sticky)
 	if d.BindSession && h.sessions != nil {
-		h.sessions.Bind(key, Binding{CandidateID: d.Target.ID, Port: d.Target.Port}, h.policy.SessionTTL, now)
+		h.sessions.Bind(key, Binding{CandidateID: d.Target.ID, Port: d.Target.Port}, h.ttl, now)
 	}
 	id, err := NewDecisionID(h.rand)
 	if err != nil {

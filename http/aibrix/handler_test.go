@@ -388,3 +388,26 @@ func TestHandlerSmallBodyLimit(t *testing.T) {
 		t.Fatalf("status %d, want 413", resp.StatusCode)
 	}
 }
+
+func TestHandlerDefaultsSessionTTLForCodePolicies(t *testing.T) {
+	store := NewMemorySessionStore(0)
+	clock := &fixedClock{t: time.Unix(5_000, 0)}
+	h, err := NewHandler(Config{Policy: &Policy{SessionKey: "sid"}, Sessions: store, Now: clock.now}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := baseDoc()
+	spec(d)["policyContext"] = map[string]any{"attributes": map[string]any{"sid": "s9"}}
+	r := httptest.NewRequest("POST", DefaultPath, bytes.NewReader(mustJSON(t, d)))
+	r.Header.Set("Content-Type", MediaType)
+	r.Header.Set("X-Request-Id", "req-123")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Code != 200 {
+		t.Fatalf("status %d %s", rec.Code, rec.Body)
+	}
+	b, ok := store.Get(SessionKey{Model: "llama-3", Value: "s9"}, clock.t.Add(DefaultSessionTTL-time.Second))
+	if !ok || b.CandidateID != "default/llama-3-b" {
+		t.Fatalf("binding = %+v, %v; a zero SessionTTL must default, not disable", b, ok)
+	}
+}

@@ -106,7 +106,9 @@ type DenyRule struct {
 }
 
 // LoadWeights weigh the load terms of the cost function. All must be
-// finite and >= 0.
+// finite and >= 0. The all-zero value means "unset" and is replaced by
+// [DefaultLoadWeights] (so a Policy built in code stays load-aware); to make
+// load irrelevant, use tiny weights and large preference weights instead.
 type LoadWeights struct {
 	Requests          float64 `yaml:"requests"`
 	KVCacheUsage      float64 `yaml:"kvCacheUsage"`
