@@ -152,8 +152,12 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 		switch {
 		case p == nil:
 			// Created below, once the worker is known to be valid.
-		case len(p.members) == 1 && p.members[id] != nil:
-			// The worker is alone in its partition: it may change the partition's shape.
+		case len(p.members) == 0 || (len(p.members) == 1 && p.members[id] != nil):
+			// The partition is empty, or the worker is alone in it: it may change the partition's
+			// shape. Blocks indexed under another block size are meaningless then.
+			if p.blockSize != w.blockSize() || p.isEagle != eagle {
+				p.resetIndex(!e.cfg.UseKVEvents)
+			}
 			p.blockSize, p.isEagle = w.blockSize(), eagle
 		case p.blockSize != w.blockSize():
 			w.reasons = append(w.reasons, fmt.Sprintf("reconciliation failed: block_size mismatch for %s: existing=%d requested=%d", w.key, p.blockSize, w.blockSize()))
@@ -242,12 +246,9 @@ func (e *Engine) detach(old, next *worker) {
 			}
 		}
 	}
-	if len(p.members) == 0 && (next == nil || next.key != old.key || !next.schedulableCandidate()) {
-		// Pending selections of the partition stay: a replay answers 503 while the partition is
-		// not ready and books once a worker is back (spec §2.6); the cache's TTL bounds them.
-		delete(e.parts, old.key)
-		return
-	}
+	// An emptied partition stays (spec §2.8: a partition exists once a valid worker registered in
+	// it): /loads keeps listing it, a replayed reservation answers 503 and books once a worker
+	// is back (spec §2.6), and the next worker may reshape it.
 	p.rebuild()
 }
 

@@ -314,8 +314,10 @@ func TestUpsertMovesPartition(t *testing.T) {
 	_, err = e.Select(selReq("", toks(0, 8)), t0)
 	wantErr(t, err, ErrNotReady, "no schedulable workers for model=default routing_group=default")
 	wantErr(t, e.PrefillComplete("r"), ErrNotFound)
+	// The emptied partition stays listed (spec §2.8), with no ranks.
 	loads := e.Loads("", "")
-	if len(loads) != 1 || loads[0].ModelName != "m2" || loads[0].Loads[0].ActiveRequests != 0 {
+	if len(loads) != 2 || loads[0].ModelName != DefaultName || len(loads[0].Loads) != 0 ||
+		loads[1].ModelName != "m2" || loads[1].Loads[0].ActiveRequests != 0 {
 		t.Fatalf("loads after move: %+v", loads)
 	}
 	res, err := e.OverlapScores(&PromptQuery{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))})
@@ -325,15 +327,17 @@ func TestUpsertMovesPartition(t *testing.T) {
 	}
 
 	// Becoming incomplete empties the catalog of schedulable workers, so the 503 message switches
-	// to the catalog-wide form and the empty partition disappears from /loads and /dump.
+	// to the catalog-wide form; the emptied partitions stay listed with no ranks.
 	rec, _ := e.UpsertWorker(spec(1, inModel("m2", DefaultName), func(s *WorkerSpec) { s.Endpoint = nil }))
 	if rec.Lifecycle != LifecycleIncomplete {
 		t.Fatalf("lifecycle %s", rec.Lifecycle)
 	}
 	_, err = e.Select(&SelectRequest{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))}, t0)
 	wantErr(t, err, ErrNotReady, "no schedulable workers are available")
-	if len(e.Loads("", "")) != 0 || len(e.DumpPartitionKeys()) != 0 {
-		t.Fatalf("empty partition survived")
+	for _, pl := range e.Loads("", "") {
+		if len(pl.Loads) != 0 {
+			t.Fatalf("emptied partition still lists ranks: %+v", pl)
+		}
 	}
 }
 
@@ -475,5 +479,37 @@ func TestEventSources(t *testing.T) {
 	mustUpsert(t, a, spec(1))
 	if s := a.EventSources(1); s != nil {
 		t.Fatalf("approximate mode lists sources %+v", s)
+	}
+}
+
+// TestEmptyPartitionReshapes: an emptied partition persists and the next worker may register
+// with another block size; the old blocks are dropped with the old shape.
+func TestEmptyPartitionReshapes(t *testing.T) {
+	e := newEngine(t, nil)
+	mustUpsert(t, e, spec(1))
+	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	if _, err := e.DeleteWorker(1); err != nil {
+		t.Fatal(err)
+	}
+	rec := mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(8)) }))
+	if *rec.BlockSize != 8 {
+		t.Fatalf("block size %d", *rec.BlockSize)
+	}
+	if st := e.PartitionStats(); len(st) != 1 || st[0].BlockSize != 8 || st[0].IndexEntries != 0 {
+		t.Fatalf("partition after reshape: %+v", st)
+	}
+}
+
+// TestDataParallelSizeCap: an absurd DP size leaves the worker incomplete instead of creating
+// millions of candidates.
+func TestDataParallelSizeCap(t *testing.T) {
+	e := newEngine(t, nil)
+	rec, err := e.UpsertWorker(spec(1, func(s *WorkerSpec) { s.DataParallelSize = ptr(uint32(MaxDataParallelSize + 1)) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Lifecycle != LifecycleIncomplete || len(rec.NotSchedulableReasons) == 0 ||
+		rec.NotSchedulableReasons[0] != "data_parallel_size must not exceed 1024" {
+		t.Fatalf("record: %s %q", rec.Lifecycle, rec.NotSchedulableReasons)
 	}
 }

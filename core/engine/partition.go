@@ -100,4 +100,13 @@ func (p *partition) schedulableRank(o Owner) (*worker, bool) {
 	return w, true
 }
 
+// resetIndex replaces the prefix index with an empty one (the partition's shape changed).
+func (p *partition) resetIndex(approximate bool) {
+	p.index = radix.New()
+	p.approx = nil
+	if approximate {
+		p.approx = newApproxTTL()
+	}
+}
+
 func loadOwner(o Owner) load.Owner { return load.Owner{Worker: o.Worker, Rank: o.Rank} }

@@ -38,6 +38,9 @@ type MMObject struct {
 	Offsets [][2]uint64 `json:"offsets"`
 }
 
+// MaxISLTokens bounds isl_tokens on the hash path: load sums stay far from overflow.
+const MaxISLTokens = 1<<32 - 1
+
 // normalized is a prompt reduced to what selection and booking need.
 //
 // Invariants: len(block) == len(seq) when both are present (hash path: checked; token path: by
@@ -81,6 +84,9 @@ func (e *Engine) normalize(p *partition, pr *Prompt, assumeReuse, needBlockHashe
 	}
 	if *pr.ISLTokens == 0 {
 		return n, badRequest("isl_tokens must be greater than 0")
+	}
+	if *pr.ISLTokens > MaxISLTokens {
+		return n, badRequest("isl_tokens must not exceed %d", uint64(MaxISLTokens))
 	}
 	if pr.BlockHashes != nil && len(pr.BlockHashes) != len(pr.SequenceHashes) {
 		return n, badRequest("block_hashes length %d must match sequence_hashes length %d", len(pr.BlockHashes), len(pr.SequenceHashes))

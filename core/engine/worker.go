@@ -8,6 +8,10 @@ import (
 	"strconv"
 )
 
+// MaxDataParallelSize is the largest data_parallel_size a worker may register (kvselect's limit;
+// Dynamo has none).
+const MaxDataParallelSize = 1024
+
 // Lifecycle states of a catalog record.
 const (
 	LifecycleIncomplete    = "incomplete"    // registered but missing metadata or failed reconciliation
@@ -207,6 +211,11 @@ func missingMetadata(w *worker, queueing, kvEvents bool) []string {
 	if w.dpSize() == 0 {
 		reasons = append(reasons, "data_parallel_size must be greater than 0")
 	}
+	if w.dpSize() > MaxDataParallelSize {
+		// Every rank is a candidate scored on each selection: an absurd size is a mistake (or an
+		// attack), not a fleet. The worker stays incomplete.
+		reasons = append(reasons, fmt.Sprintf("data_parallel_size must not exceed %d", MaxDataParallelSize))
+	}
 	// Every rank loop runs a uint32 up to start+size: a range reaching past MaxUint32 would wrap
 	// and never end, so such a worker stays incomplete and no loop ever sees its range.
 	rangeOK := uint64(w.startRank())+uint64(w.dpSize()) <= math.MaxUint32
@@ -216,7 +225,7 @@ func missingMetadata(w *worker, queueing, kvEvents bool) []string {
 	if queueing && s.MaxNumBatchedTokens == nil {
 		reasons = append(reasons, "max_num_batched_tokens is required while queueing is enabled")
 	}
-	if kvEvents && w.dpSize() > 0 && rangeOK {
+	if kvEvents && w.dpSize() > 0 && w.dpSize() <= MaxDataParallelSize && rangeOK {
 		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 			if w.eventEndpoints[r] == "" {
 				reasons = append(reasons, fmt.Sprintf("kv_events endpoint is required for dp_rank %d", r))
