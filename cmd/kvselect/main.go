@@ -129,7 +129,11 @@ func run(args []string, stderr io.Writer) error {
 	svc.Start()
 	defer func() { _ = svc.Close() }()
 
-	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc)})
+	ab, err := aibrixHandler(o, svc, log)
+	if err != nil {
+		return fmt.Errorf("aibrix: %w", err)
+	}
+	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath})
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
 		Handler:           handler,

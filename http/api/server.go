@@ -82,7 +82,11 @@ func New(svc *core.Service, opts Options) http.Handler {
 		if path == "" {
 			path = "/v1alpha1/select"
 		}
-		r.Handler(http.MethodPost, path, opts.AIBrix)
+		// Every method reaches the AIBrix handler, so that a wrong method is answered with RFC
+		// 9457 Problem Details (405) as the AIBrix contract requires, not with Dynamo's body.
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions} {
+			r.Handler(m, path, opts.AIBrix)
+		}
 	}
 	return escapedPathRouter{r}
 }

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcheck"
+	"github.com/kvselect/kvselect/http/api"
+)
+
+func init() {
+	// `kvselect aibrix-check --url URL` runs the AIBrix conformance checker against any
+	// decision service.
+	subcommands["aibrix-check"] = aibrixcheck.Main
+}
+
+// aibrixHandler builds the AIBrix decision endpoint: operator policy and bearer tokens from
+// their files (validated at startup), kvselect's own load accounting as the backend.
+func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handler, error) {
+	cfg := aibrix.Config{Path: o.aibrixPath}
+	if o.aibrixPolicyFile != "" {
+		pol, err := aibrix.LoadPolicy(o.aibrixPolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Policy = pol
+	}
+	if o.aibrixTokenFile != "" {
+		toks, err := aibrix.LoadTokens(o.aibrixTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tokens = toks
+	}
+	return aibrix.NewHandler(cfg, api.AIBrixBackend{Svc: svc}, log.With("component", "aibrix"))
+}
