@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// traceDir is ../shared/traces relative to the repository root (CI lays shared/ beside the
+// clone).
+func tracePath(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "..", "shared", "traces", name)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("trace %s missing in CI: %v", p, err)
+		}
+		t.Skipf("trace %s not available: %v", p, err)
+	}
+	return p
+}
+
+// qualityGate is the routing-quality contract the default policy must keep on a CI-size slice
+// of the Mooncake conversation trace at a load where round-robin queues for seconds: clearly
+// more prefix reuse than round-robin (a cache-blind policy fails this) and a clearly shorter
+// TTFT tail than least-loaded (a load-blind policy fails this).
+func qualityGate(res, roundRobin, leastLoaded Result) (ok bool, why string) {
+	switch {
+	case res.HitRate < roundRobin.HitRate+0.10:
+		return false, "hit rate not ≥ round-robin + 10 points"
+	case res.TTFTP99 > 0.8*leastLoaded.TTFTP99:
+		return false, "TTFT p99 not ≤ 0.8 × least-loaded's"
+	case res.TTFTMean > 0.5*roundRobin.TTFTMean:
+		return false, "TTFT mean not ≤ 0.5 × round-robin's"
+	}
+	return true, ""
+}
+
+func TestRoutingQualityGate(t *testing.T) {
+	reqs, err := LoadTrace(tracePath(t, "mooncake_conversation_trace.jsonl"), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Workers: 8, CapacityBlocks: 4000, Speedup: 4, Seed: 42}
+	run := func(name string) Result {
+		r, err := RunPolicy(name, cfg, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-13s hit %.1f%%  TTFT p50 %.0f ms  p99 %.0f ms  mean %.0f ms", name, 100*r.HitRate, r.TTFTP50, r.TTFTP99, r.TTFTMean)
+		return r
+	}
+	rr, ll := run("round-robin"), run("least-loaded")
+	if ok, why := qualityGate(run("kvselect"), rr, ll); !ok {
+		t.Fatalf("kvselect fails the routing-quality gate: %s", why)
+	}
+	// The gate must be able to fail: a cache-blind and a load-blind policy both fail it.
+	if ok, _ := qualityGate(ll, rr, ll); ok {
+		t.Fatal("the gate accepts least-loaded, a cache-blind policy")
+	}
+	if ok, _ := qualityGate(run("max-overlap"), rr, ll); ok {
+		t.Fatal("the gate accepts max-overlap, a load-blind policy")
+	}
+}
+
+func TestSimulatorDeterministic(t *testing.T) {
+	reqs, err := LoadTrace(tracePath(t, "mooncake_synthetic_trace.jsonl"), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Workers: 4, CapacityBlocks: 500, Speedup: 2, Seed: 1}
+	for _, p := range []string{"random", "sglang-like", "kvselect"} {
+		a, err := RunPolicy(p, cfg, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := RunPolicy(p, cfg, reqs)
+		if a != b {
+			t.Fatalf("%s: two runs differ:\n%+v\n%+v", p, a, b)
+		}
+	}
+}
+
+func TestIdealHitRate(t *testing.T) {
+	reqs := []Request{
+		{Input: 1024, Blocks: []uint64{1, 2}},
+		{Input: 1536, Blocks: []uint64{1, 2, 3}}, // 2 of 3 blocks reusable: 1024 tokens
+		{Input: 100, Blocks: []uint64{9}},
+	}
+	want := 1024.0 / (1024 + 1536 + 100)
+	if got := IdealHitRate(reqs); got != want {
+		t.Fatalf("IdealHitRate = %v, want %v", got, want)
+	}
+}
