@@ -87,11 +87,16 @@ var (
 	descRepl         = prometheus.NewDesc("kvselect_replication_events_total", "Replica-sync events by stream and outcome.", []string{"stream", "outcome"}, nil)
 	descPeers        = prometheus.NewDesc("kvselect_replication_peers", "Configured replica-sync peers.", nil, nil)
 	descMembers      = prometheus.NewDesc("kvselect_replication_members", "Live replicas seen on the bus.", nil, nil)
+	descRecovery     = prometheus.NewDesc("kvselect_recovery_info", "Startup index recovery: 1 for the current state and source.", []string{"state", "source"}, nil)
+	descRecBlocks    = prometheus.NewDesc("kvselect_recovery_blocks", "Blocks recovered at startup.", nil, nil)
+	descRecBytes     = prometheus.NewDesc("kvselect_recovery_bytes", "Snapshot bytes read at startup.", nil, nil)
+	descRecDuration  = prometheus.NewDesc("kvselect_recovery_duration_seconds", "Duration of startup recovery.", nil, nil)
 )
 
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
-		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers} {
+		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
+		descRecovery, descRecBlocks, descRecBytes, descRecDuration} {
 		ch <- d
 	}
 }
@@ -124,6 +129,12 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descKVBad, float64(st.KVUndecodable))
 	for status, n := range st.ListenersByStatus {
 		gauge(descListeners, float64(n), status)
+	}
+	if rs := c.svc.RecoveryStatus(); rs != nil {
+		gauge(descRecovery, 1, rs.State, rs.Source)
+		gauge(descRecBlocks, float64(rs.Blocks))
+		gauge(descRecBytes, float64(rs.Bytes))
+		gauge(descRecDuration, rs.DurationMS/1000)
 	}
 	if r := st.Replication; r != nil {
 		for name, s := range map[string]struct{ pub, perr, odrop, recv, idrop, dec uint64 }{
