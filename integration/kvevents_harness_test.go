@@ -1,0 +1,563 @@
+package integration
+
+// Shared fixtures of the KV-event ingestion tests (kvevents_*_test.go).
+//
+// What is real: the HTTP handler (api.New over a loopback httptest.Server), the service and its
+// engine (core.New + EnableKVEvents + OpenGate), the ZMQ listeners, and the publisher — the
+// faithful pyzmq vLLM publisher of bus/kvlisten/testdata, run as a child process and driven over
+// its documented stdin command protocol. Nothing is mocked; every socket is on 127.0.0.1.
+//
+// Synchronisation: tests never sleep to wait. They poll what the service exposes (the listener
+// watermark in GET /workers, /overlap_scores rows) with a deadline through waitFor. A publisher
+// may lose the first batches sent before the subscription reaches it (ZeroMQ's slow joiner), so
+// every "publish then observe" step nudges: it re-publishes an empty batch while it waits, and
+// the listener repairs whatever was lost through replay where the worker has a replay endpoint.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/http/api"
+)
+
+// kvTimeout bounds every KV-event poll. Generous: two cores are shared by several test runs,
+// and a listener that lost its connection redials with backoff.
+const kvTimeout = 20 * time.Second
+
+// kvPublisherScript is the pyzmq publisher owned by bus/kvlisten; reused, not copied.
+const kvPublisherScript = "../bus/kvlisten/testdata/vllm_publisher.py"
+
+// kvPython returns an interpreter that imports zmq and msgpack: python3 from PATH first, then
+// /usr/bin/python3 (Debian's packages are only visible to it when a pyenv shim shadows it).
+// Missing packages skip the test locally and fail it when CI is set, so CI cannot silently lose
+// the interop coverage.
+func kvPython(t *testing.T) string {
+	t.Helper()
+	var cands, tried []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cands = append(cands, p)
+	}
+	cands = append(cands, "/usr/bin/python3")
+	for _, py := range cands {
+		out, err := exec.Command(py, "-c", "import zmq, msgpack").CombinedOutput()
+		if err == nil {
+			return py
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v %s", py, err, strings.TrimSpace(string(out))))
+	}
+	msg := "python3 with zmq and msgpack (Debian python3-zmq, python3-msgpack) not available: " + strings.Join(tried, "; ")
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// kvPub is one running vllm_publisher.py process.
+//
+// Ownership: the test goroutine owns it; commands are strictly request/reply, so only one
+// goroutine may call do. stop is registered with t.Cleanup and is idempotent.
+type kvPub struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	lines    chan string
+	pubEP    string // tcp://127.0.0.1:port the PUB is bound to
+	replayEP string // "" without --replay
+	lastSeq  int64  // last sequence number published by this incarnation (-1: none)
+	stopOnce sync.Once
+}
+
+// startKVPub launches the script with args (use port 0 for fresh ports, or fixed endpoints to
+// restart at the same address) and waits for its READY line.
+func startKVPub(t *testing.T, py string, args ...string) *kvPub {
+	t.Helper()
+	cmd := exec.Command(py, append([]string{kvPublisherScript}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &kvPub{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), lastSeq: -1}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(p.stop)
+	f := strings.Fields(p.read())
+	if len(f) != 3 || f[0] != "READY" {
+		t.Fatalf("publisher said %q", f)
+	}
+	p.pubEP, p.replayEP = f[1], f[2]
+	if p.replayEP == "-" {
+		p.replayEP = ""
+	}
+	return p
+}
+
+func (p *kvPub) read() string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			p.t.Fatal("publisher exited")
+		}
+		return l
+	case <-time.After(kvTimeout):
+		p.t.Fatalf("publisher did not answer within %v", kvTimeout)
+	}
+	return ""
+}
+
+// do sends one command line and returns the text after "OK"; anything else fails the test.
+func (p *kvPub) do(line string) string {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		p.t.Fatalf("write command: %v", err)
+	}
+	r := p.read()
+	if !strings.HasPrefix(r, "OK") {
+		p.t.Fatalf("command %.200q: %s", line, r)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(r, "OK"))
+}
+
+// publish builds a real vLLM KVEventBatch from spec (the script's batch JSON) and publishes it;
+// it returns the batch's sequence number.
+func (p *kvPub) publish(spec map[string]any) uint64 {
+	p.t.Helper()
+	b, err := json.Marshal(spec)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	f := strings.Fields(p.do("batch " + string(b)))
+	seq, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		p.t.Fatalf("batch reply %q: %v", f, err)
+	}
+	p.lastSeq = int64(seq)
+	return seq
+}
+
+// empty publishes a batch without events (a valid vLLM batch; used to nudge a listener).
+func (p *kvPub) empty(dpRank any) uint64 {
+	return p.publish(map[string]any{"events": []any{}, "dp_rank": dpRank})
+}
+
+// replays returns how many replay requests the publisher has served.
+func (p *kvPub) replays() int {
+	p.t.Helper()
+	for _, kv := range strings.Fields(p.do("stats")) {
+		if v, ok := strings.CutPrefix(kv, "replays="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			return n
+		}
+	}
+	p.t.Fatal("stats without replays=")
+	return 0
+}
+
+// stop closes stdin (the script exits on EOF, closing its sockets with linger 0) and reaps it.
+func (p *kvPub) stop() {
+	p.stopOnce.Do(func() {
+		_ = p.stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	})
+}
+
+// stored is one BlockStored event for the script's batch JSON: blocks consecutive blocks of
+// tokens starting at block index from, named by hashes[from:from+blocks], chained to
+// hashes[from-1] when from > 0.
+func stored(tokens []uint32, hashes []uint64, bs, from, blocks int) map[string]any {
+	ev := map[string]any{
+		"type":         "BlockStored",
+		"block_hashes": hashes[from : from+blocks],
+		"token_ids":    tokens[from*bs : (from+blocks)*bs],
+		"block_size":   bs,
+		"medium":       "GPU",
+	}
+	if from > 0 {
+		ev["parent_block_hash"] = hashes[from-1]
+	}
+	return ev
+}
+
+// removed is one BlockRemoved event.
+func removed(hashes ...uint64) map[string]any {
+	return map[string]any{"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
+}
+
+// cleared is one AllBlocksCleared event.
+func cleared() map[string]any { return map[string]any{"type": "AllBlocksCleared"} }
+
+// kvHarness is one service with KV events on, behind the real HTTP handler on a loopback
+// server. It owns both and closes them in t.Cleanup.
+type kvHarness struct {
+	svc *core.Service
+	srv *httptest.Server
+}
+
+// kvLogger logs to stderr with -v, and discards otherwise.
+func kvLogger() *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func newKVHarness(t testing.TB) *kvHarness {
+	t.Helper()
+	svc, err := core.New(core.Config{Engine: engine.DefaultConfig(), Logger: kvLogger(), Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Start()
+	svc.EnableKVEvents()
+	svc.OpenGate()
+	srv := httptest.NewServer(api.New(svc, api.Options{Logger: kvLogger()}))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = svc.Close()
+	})
+	return &kvHarness{svc: svc, srv: srv}
+}
+
+// call sends body as JSON and decodes the answer into out (when non-nil and 2xx). It returns
+// the status and the raw body.
+func (h *kvHarness) call(t testing.TB, method, path string, body, out any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && resp.StatusCode/100 == 2 {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		if err := d.Decode(out); err != nil {
+			t.Fatalf("%s %s: decoding %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode, b
+}
+
+// must is call that fails unless the status is want.
+func (h *kvHarness) must(t testing.TB, want int, method, path string, body, out any) {
+	t.Helper()
+	if code, b := h.call(t, method, path, body, out); code != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, code, b, want)
+	}
+}
+
+// kvListener is a listener's state as GET /workers shows it.
+type kvListener struct {
+	Endpoint  string  `json:"endpoint"`
+	Status    string  `json:"status"`
+	LastError string  `json:"last_error"`
+	Watermark *uint64 `json:"watermark"`
+}
+
+// kvRecord is the part of a catalog record these tests look at.
+type kvRecord struct {
+	WorkerID  uint64                `json:"worker_id"`
+	Lifecycle string                `json:"lifecycle"`
+	Reasons   []string              `json:"not_schedulable_reasons"`
+	Listeners map[string]kvListener `json:"listeners"`
+}
+
+// worker returns worker id's record from GET /workers (ok false when absent).
+func (h *kvHarness) worker(t testing.TB, id uint64) (kvRecord, bool) {
+	t.Helper()
+	var recs []kvRecord
+	h.must(t, http.StatusOK, "GET", "/workers", nil, &recs)
+	for _, r := range recs {
+		if r.WorkerID == id {
+			return r, true
+		}
+	}
+	return kvRecord{}, false
+}
+
+// listener returns the listener of (id, rank) from GET /workers.
+func (h *kvHarness) listener(t testing.TB, id uint64, rank int) (kvListener, bool) {
+	t.Helper()
+	r, ok := h.worker(t, id)
+	if !ok {
+		return kvListener{}, false
+	}
+	l, ok := r.Listeners[strconv.Itoa(rank)]
+	return l, ok
+}
+
+// waitActive waits until (id, rank)'s listener follows endpoint and reports active.
+func (h *kvHarness) waitActive(t testing.TB, id uint64, rank int, endpoint string) {
+	t.Helper()
+	waitFor(t, kvTimeout, func() error {
+		l, ok := h.listener(t, id, rank)
+		switch {
+		case !ok:
+			return fmt.Errorf("worker %d rank %d has no listener", id, rank)
+		case l.Endpoint != endpoint || l.Status != "active":
+			return fmt.Errorf("worker %d rank %d listener %+v, want active on %s", id, rank, l, endpoint)
+		}
+		return nil
+	})
+}
+
+// waitWatermark waits until (id, rank)'s listener has applied seq; while it waits it re-publishes
+// an empty batch every 200 ms through nudge (nil: no nudging), so a batch dropped before the
+// subscription took effect is revealed as a gap and replayed. It returns the final watermark.
+func (h *kvHarness) waitWatermark(t testing.TB, id uint64, rank int, seq uint64, nudge func() uint64) uint64 {
+	t.Helper()
+	want, last := seq, time.Now()
+	var got uint64
+	waitFor(t, kvTimeout, func() error {
+		l, _ := h.listener(t, id, rank)
+		if l.Watermark != nil && *l.Watermark >= want {
+			got = *l.Watermark
+			return nil
+		}
+		if nudge != nil && time.Since(last) > 200*time.Millisecond {
+			want, last = nudge(), time.Now()
+		}
+		return fmt.Errorf("worker %d rank %d listener %+v has not applied seq %d", id, rank, l, want)
+	})
+	return got
+}
+
+// overlap returns device_blocks per "worker/rank" for a prompt from POST /overlap_scores.
+func (h *kvHarness) overlap(t testing.TB, model string, tokens []uint32) map[string]int {
+	t.Helper()
+	var out struct {
+		Workers []struct {
+			WorkerID     uint64 `json:"worker_id"`
+			DPRank       uint32 `json:"dp_rank"`
+			DeviceBlocks int    `json:"device_blocks"`
+		} `json:"workers"`
+	}
+	h.must(t, http.StatusOK, "POST", "/overlap_scores", map[string]any{"model_name": model, "token_ids": tokens}, &out)
+	m := make(map[string]int, len(out.Workers))
+	for _, r := range out.Workers {
+		m[fmt.Sprintf("%d/%d", r.WorkerID, r.DPRank)] = r.DeviceBlocks
+	}
+	return m
+}
+
+// selected is the part of a /select answer these tests check.
+type selected struct {
+	WorkerID uint64 `json:"worker_id"`
+	DPRank   uint32 `json:"dp_rank"`
+	Overlap  struct {
+		LongestMatched int `json:"longest_matched"`
+	} `json:"overlap"`
+}
+
+// choose runs POST /select for a prompt.
+func (h *kvHarness) choose(t testing.TB, model string, tokens []uint32) selected {
+	t.Helper()
+	var s selected
+	h.must(t, http.StatusOK, "POST", "/select", map[string]any{"model_name": model, "token_ids": tokens}, &s)
+	return s
+}
+
+// waitOverlap polls /overlap_scores until want(rows) holds, nudging the publisher while it
+// waits (see waitWatermark). It reports the last rows on timeout.
+func (h *kvHarness) waitOverlap(t testing.TB, model string, tokens []uint32, nudge func() uint64, want map[string]int) {
+	t.Helper()
+	last := time.Now()
+	waitFor(t, kvTimeout, func() error {
+		got := h.overlap(t, model, tokens)
+		for k, v := range want {
+			if got[k] != v {
+				if nudge != nil && time.Since(last) > 200*time.Millisecond {
+					nudge()
+					last = time.Now()
+				}
+				return fmt.Errorf("overlap %v, want %v", got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// kvTokens returns n distinct tokens for prompt number p.
+func kvTokens(p, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(p*100_000 + i + 1)
+	}
+	return out
+}
+
+// kvHashes returns n engine block hashes for prompt number p, above 2^63 so that they travel as
+// msgpack uint64 like vLLM's, distinct per prompt.
+func kvHashes(p, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = 0xdab89baa7b5857c0 + uint64(p)<<20 + uint64(i)
+	}
+	return out
+}
+
+// tcpProxy forwards TCP connections from its own loopback port to target, byte for byte. The
+// tests put it between a listener's SUB and a publisher's PUB to cut the connection on demand:
+// while paused it accepts and immediately closes, so the publisher has no subscriber and drops
+// what it publishes (exactly what libzmq does when the subscriber is gone).
+//
+// Concurrency: mu guards paused, target and conns; the accept loop and one pair of copy
+// goroutines per connection run until Close.
+type tcpProxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	paused bool
+	target string
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// newTCPProxy starts a proxy to target ("host:port") and registers its Close.
+func newTCPProxy(t testing.TB, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Endpoint is the proxy's address as a ZMQ tcp endpoint.
+func (p *tcpProxy) Endpoint() string { return "tcp://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		paused, target := p.paused, p.target
+		p.mu.Unlock()
+		if paused {
+			_ = c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", target, 2*time.Second)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.paused {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+// pipe copies src to dst; when either side ends both are closed.
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Sever closes every forwarded connection and refuses new ones until Resume.
+func (p *tcpProxy) Sever() {
+	p.mu.Lock()
+	p.paused = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+}
+
+// Resume accepts and forwards connections again.
+func (p *tcpProxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
+}
+
+// Close stops the proxy and waits for its goroutines.
+func (p *tcpProxy) Close() {
+	_ = p.ln.Close()
+	p.Sever()
+	p.wg.Wait()
+}
+
+// hostPort strips the tcp:// scheme of a ZMQ endpoint.
+func hostPort(ep string) string { return strings.TrimPrefix(ep, "tcp://") }
+
+// itoa formats a worker id for paths and overlap keys.
+func itoa(id uint64) string { return strconv.FormatUint(id, 10) }
