@@ -185,7 +185,7 @@ func TestKVEventsDataParallel(t *testing.T) {
 	var rec kvRecord
 	h.must(t, http.StatusCreated, "POST", "/workers", map[string]any{
 		"worker_id": 7, "model_name": model, "endpoint": "http://w7:8000", "block_size": kvBS,
-		"data_parallel_size": 2,
+		"data_parallel_size":  2,
 		"kv_events_endpoints": map[string]string{"0": pubs[0].pubEP, "1": pubs[1].pubEP},
 	}, &rec)
 	if rec.Lifecycle != "schedulable" {
