@@ -26,9 +26,15 @@ type BusReplicator struct {
 	svc      *Service
 	log      *slog.Logger
 	discover bool
-	ledger   ledger // live local bookings, for resync (guarded by svc.mu)
-	rs       *resyncer
-	trigger  *ResyncTrigger
+	ledger   ledger      // live local bookings, for resync (guarded by svc.mu)
+	tomb     *tombstones // freed peer bookings (guarded by svc.mu)
+	// staleAdds counts peer admissions ignored because the id was freed (guarded by svc.mu).
+	staleAdds uint64
+	rs        *resyncer
+	trigger   *ResyncTrigger
+	// ready is closed once r is set: bus callbacks may start before bus.New returns, and
+	// those that use r wait for it.
+	ready chan struct{}
 	// appliedHook, when set (benchmarks and tests), sees every peer lifecycle event after the
 	// engine handled it, on the dispatcher goroutine.
 	appliedHook atomic.Pointer[func(ev *engine.ReplicaEvent, applied bool)]
@@ -63,7 +69,7 @@ type ReplicationConfig struct {
 // EnableReplication wires svc to the bus over nc and starts the resync goroutine. Call it
 // before Start and before serving; Close the returned replicator before closing nc.
 func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
-	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{}}
+	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{}, tomb: newTombstones(tombstoneCap), ready: make(chan struct{})}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
 	switch {
@@ -86,6 +92,7 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		return nil, err
 	}
 	br.r = r
+	close(br.ready)
 	s.mu.Lock()
 	s.repl = br
 	s.mu.Unlock()
@@ -112,7 +119,11 @@ func orDefaultDelay(d, def time.Duration) time.Duration {
 // called with Service.mu held and records local admissions, completions and frees in the
 // resync ledger.
 func (br *BusReplicator) Publish(ev *engine.ReplicaEvent) {
-	br.ledger.observeLocal(ev, br.svc.clock())
+	now := br.svc.clock()
+	if _, mine := br.ledger[ev.RequestID]; ev.Kind == engine.LifecycleFree && !mine {
+		br.tomb.add(ev.RequestID, now) // a peer's booking freed here
+	}
+	br.ledger.observeLocal(ev, now)
 	br.publishBus(ev)
 }
 
@@ -188,8 +199,18 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	}
 	s := br.svc
 	s.mu.Lock()
-	ok := s.eng.ApplyReplica(&ev, s.clock())
-	br.ledger.observePeer(&ev, ok)
+	now := s.clock()
+	ok := false
+	switch {
+	case ev.Kind == engine.LifecycleAdd && br.tomb.freed(ev.RequestID, now.Add(-s.eng.Config().ActiveRequestExpiry)):
+		br.staleAdds++ // a republished admission that crossed its free: stale
+	default:
+		if _, mine := br.ledger[ev.RequestID]; ev.Kind == engine.LifecycleFree && !mine {
+			br.tomb.add(ev.RequestID, now)
+		}
+		ok = s.eng.ApplyReplica(&ev, now)
+		br.ledger.observePeer(&ev, ok)
+	}
 	s.mu.Unlock()
 	if h := br.appliedHook.Load(); h != nil {
 		(*h)(&ev, ok)

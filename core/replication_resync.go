@@ -33,9 +33,12 @@ import (
 //     booking, so repeating a resync never double-counts load. An admission for an id it does
 //     not know (published while it was cut off) simply books it.
 //
-// What this does not repair: a free (or prefill completion) lost during an outage leaves the
-// peer's mirrored booking until the engine's expiry guard (ActiveRequestExpiry, 300 s by
-// default) reclaims it, exactly as before. Republishing is at-most-once like everything else;
+//  4. A receiver ignores an admission for an id it has seen freed (replication_tombstones.go),
+//     so a republish that crosses a free of the same booking cannot resurrect it.
+//
+// What this does not repair: a free (or prefill completion) published by the owner during an
+// outage leaves the peer's mirrored booking until the engine's expiry guard
+// (ActiveRequestExpiry, 300 s by default) reclaims it, exactly as before. Republishing is at-most-once like everything else;
 // a republish lost again is repaired by the next trigger or not at all.
 //
 // Ordering: an entry is read and its admission enqueued on the bus while holding Service.mu,
@@ -201,6 +204,8 @@ type ResyncStats struct {
 	Pruned      uint64 // ledger entries dropped without a free event
 	LastPass    uint64 // entries the last pass went through
 	Ledger      int    // live local bookings currently remembered
+	Tombstones  int    // freed peer bookings currently remembered
+	StaleAdds   uint64 // peer admissions ignored because their id had been freed
 }
 
 func newResyncer(br *BusReplicator, rate int, delay, joinDelay time.Duration) *resyncer {
@@ -383,11 +388,11 @@ func (br *BusReplicator) Resync(delay time.Duration) { br.rs.request(delay) }
 // ResyncStats reports the anti-entropy counters.
 func (br *BusReplicator) ResyncStats() ResyncStats {
 	br.svc.mu.Lock()
-	n := len(br.ledger)
+	n, tn, stale := len(br.ledger), br.tomb.len(), br.staleAdds
 	br.svc.mu.Unlock()
 	return ResyncStats{
 		Passes: br.rs.passes.Load(), Republished: br.rs.republished.Load(), Pruned: br.rs.pruned.Load(),
-		LastPass: br.rs.lastPassSize.Load(), Ledger: n,
+		LastPass: br.rs.lastPassSize.Load(), Ledger: n, Tombstones: tn, StaleAdds: stale,
 	}
 }
 
@@ -397,6 +402,7 @@ func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 	if c.Kind != bus.MemberJoined && c.Kind != bus.MemberRestarted {
 		return
 	}
+	<-br.ready // br.r is set right after bus.New returns
 	if !br.discover && !br.isPeer(c.Member.ID) {
 		return
 	}
