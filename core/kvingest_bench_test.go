@@ -63,7 +63,7 @@ func ingestChain(p, n int) kvevents.Event {
 
 func BenchmarkKVIngestApply(b *testing.B) {
 	for _, sh := range []struct {
-		name                          string
+		name                           string
 		batches, stores, chain, window int
 	}{
 		// A busy vLLM step: a few requests finish prefill (4 blocks each), as many are evicted.
