@@ -37,7 +37,7 @@
 //
 // Config.Scoring adds weighted Scorers (per-candidate cost contributions) and a Picker to the
 // built-in pipeline; see engine.Scoring for the pipeline and the contract implementations must
-// honour, and package core/engine/scoretest for a conformance harness. The built-in cost is
+// honour, and package core/scoretest for a conformance harness. The built-in cost is
 // Dynamo's formula (engine.PolicyDynamo) or kvselect's estimated-time-to-first-token policy
 // (engine.PolicyKVSelect); engine.DynamoScorer and engine.KVSelectScorer expose them as scorers.
 //

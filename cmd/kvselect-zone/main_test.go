@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/kvselect/kvselect/core/engine/scoretest"
+	"github.com/kvselect/kvselect/core/scoretest"
 
 	"github.com/kvselect/kvselect/core"
 )
