@@ -86,6 +86,7 @@ func (t *Tracker) AddOwner(o Owner) {
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
 	t.renumber(at)
+	t.version++
 }
 
 // RemoveOwner drops o: every booking it held is freed (its prompt blocks
@@ -111,6 +112,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 	t.order = slices.Delete(t.order, at, at+1)
 	t.ids = slices.Delete(t.ids, at, at+1)
 	t.renumber(at)
+	t.version++
 	delete(t.slots, o)
 	st.live, st.prefill, st.weight, st.pending, st.squares = false, 0, 0, 0, 0
 	t.freeSlots = append(t.freeSlots, slot)

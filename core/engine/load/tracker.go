@@ -18,6 +18,9 @@ type Tracker struct {
 	ids       []Owner
 	ord       []uint32
 	freeSlots []uint32
+	// version counts owner-set changes (AddOwner of a new owner,
+	// RemoveOwner of a known one): ordinals are stable while it is unchanged.
+	version uint64
 
 	// Prompt trie (trie.go). nodes[0] is the reserved nilNode; heads maps
 	// the first hash of an edge to the head of its same-hash chain.

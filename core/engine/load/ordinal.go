@@ -1,0 +1,99 @@
+package load
+
+import "math"
+
+// Ordinal access: the selection hot path of the engine scores every owner of a
+// partition on every request. Instead of copying every owner's RankLoad and
+// merging sorted owner lists, it addresses owners by ordinal — an owner's
+// position in (Worker, Rank) order, the order of Loads and of PrefixMatch
+// entries — and keeps its own candidate arrays in the same order.
+//
+// Ordinals are dense (0 ≤ ordinal < Owners()) and stay valid exactly as long
+// as Version is unchanged: only AddOwner of a new owner and RemoveOwner of a
+// known one renumber them. Bookings, prefill completion, output blocks, frees
+// and expiry never move an ordinal.
+//
+// Like every Tracker method these are single-threaded reads: the caller
+// serialises them with the mutators.
+
+// Version returns a counter that changes whenever the owner set (and so the
+// ordinal numbering) changes. A caller that cached ordinals compares it
+// before reusing them.
+func (t *Tracker) Version() uint64 { return t.version }
+
+// OwnerAt returns the owner at ordinal i, and false when i is out of range.
+func (t *Tracker) OwnerAt(i int) (Owner, bool) {
+	if uint(i) >= uint(len(t.ids)) {
+		return Owner{}, false
+	}
+	return t.ids[i], true
+}
+
+// LoadAt returns the load of the owner at ordinal i (equal to Load(OwnerAt(i))
+// and to Loads()[i]); out of range it returns the zero RankLoad. Cost O(1),
+// no allocation.
+func (t *Tracker) LoadAt(i int) RankLoad {
+	if uint(i) >= uint(len(t.order)) {
+		return RankLoad{}
+	}
+	st := &t.owners[t.order[i]]
+	return RankLoad{
+		Owner:               t.ids[i],
+		ActivePrefillTokens: st.prefill,
+		ActiveBlocks:        roundBlocks(st.weight),
+		ActiveRequests:      len(st.bookings),
+		PendingPrefills:     st.pending,
+		PrefillSquares:      st.squares,
+	}
+}
+
+// ActivePrefixOrdinals is ActivePrefix answered by ordinal: it returns dst
+// resized to Owners() entries (reusing its capacity), where entry i is the
+// live prefix length of the owner at ordinal i, 0 for owners not met, capped at
+// MaxUint32. It allocates only when dst lacks capacity.
+//
+// Cost: the walk of ActivePrefix (one hash-map lookup per trie edge on the
+// matched path), one clear of dst, and one write per entry of each node where
+// some owner's prefix ends; no sorting and no merge. Deeper nodes overwrite
+// the lengths written at shallower ones: a child's owners are a subset of its
+// parent's, so the last write for an owner is its deepest node.
+func (t *Tracker) ActivePrefixOrdinals(hashes []uint64, dst []uint32) []uint32 {
+	n := len(t.order)
+	if cap(dst) < n {
+		dst = make([]uint32, n)
+	} else {
+		dst = dst[:n]
+		clear(dst)
+	}
+	if len(hashes) == 0 {
+		return dst
+	}
+	nd := t.child(nilNode, hashes[0])
+	if nd == nilNode {
+		return dst
+	}
+	pos := 0
+	for {
+		cur := &t.nodes[nd]
+		k := commonPrefix(cur.edge, hashes[pos:])
+		pos += k
+		var next uint32
+		if k == len(cur.edge) && pos < len(hashes) {
+			next = t.child(nd, hashes[pos])
+		}
+		// Equal entry counts mean equal owner lists (a child's owners are a
+		// subset of its parent's): nobody stops here, the child rewrites all.
+		if next == nilNode || len(t.nodes[next].ents) != len(cur.ents) {
+			p := uint32(min(pos, math.MaxUint32))
+			for _, e := range cur.ents {
+				if o := t.ord[e.slot]; int(o) < n {
+					dst[o] = p
+				}
+			}
+		}
+		if next == nilNode {
+			return dst
+		}
+		nd = next
+	}
+}
