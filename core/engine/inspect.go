@@ -65,18 +65,24 @@ func (e *Engine) Loads(model, group string) []PartitionLoads {
 	return out
 }
 
-// PotentialLoads estimates every schedulable rank's load if it received the prompt
-// (POST /potential_loads).
-func (e *Engine) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+// prepareQuery validates a prompt query and resolves its partition, weights and hashes.
+func (e *Engine) prepareQuery(q *PromptQuery) (*partition, weights, normalized, error) {
 	if err := q.RouterConfigOverride.Validate(); err != nil {
-		return nil, err
+		return nil, weights{}, normalized{}, err
 	}
 	p, err := e.readyPartition(q.key())
 	if err != nil {
-		return nil, err
+		return nil, weights{}, normalized{}, err
 	}
 	w := e.weightsFor(q.RouterConfigOverride)
 	n, err := e.normalize(p, &q.Prompt, w.assumeReuse, true)
+	return p, w, n, err
+}
+
+// PotentialLoads estimates every schedulable rank's load if it received the prompt
+// (POST /potential_loads).
+func (e *Engine) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+	p, w, n, err := e.prepareQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -131,15 +137,7 @@ type SharedCache struct {
 // OverlapScores returns per-rank tiered overlap rows for a prompt: every schedulable rank (even
 // with zero overlap) plus any other rank with hits, sorted by (worker, rank).
 func (e *Engine) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
-	if err := q.RouterConfigOverride.Validate(); err != nil {
-		return nil, err
-	}
-	p, err := e.readyPartition(q.key())
-	if err != nil {
-		return nil, err
-	}
-	w := e.weightsFor(q.RouterConfigOverride)
-	n, err := e.normalize(p, &q.Prompt, w.assumeReuse, true)
+	p, w, n, err := e.prepareQuery(q)
 	if err != nil {
 		return nil, err
 	}
