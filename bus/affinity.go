@@ -7,8 +7,14 @@ import (
 )
 
 // Affinity is a session-affinity binding replicated between replicas
-// (Dynamo's session-affinity topic). Sessions are implemented later; the
-// codec is fixed now so the wire is stable when they arrive.
+// (Dynamo's session-affinity topic), in one of two shapes:
+//
+//   - a worker binding (Target empty): session → (worker, rank) in the
+//     partition (Model, Group), merged into the engine's affinity tables;
+//   - a target binding (Target set): an AIBrix session (Model, SessionID)
+//     → candidate "namespace/pod" and Port, valid for TTLMillis after the
+//     receiver applies it. The candidate need not be a registered worker,
+//     so Worker and Rank are unused (zero, no rank) in this shape.
 //
 // Version order: (Sequence, Writer) compared lexicographically, higher wins;
 // Sequence starts at the writer's wall-clock nanoseconds and Writer is the
@@ -17,7 +23,18 @@ import (
 // Wire body (array, append-only):
 //
 //	[ model str, group str, session_id str, worker u64,
-//	  rank (nil | u32), sequence u64, writer u64 ]
+//	  rank (nil | u32), sequence u64, writer u64,
+//	  target str, port u32, ttl_millis u32 ]     ← optional trailer
+//
+// Layout history (v1 envelope throughout): the first seven fields are the
+// original body. The three trailing fields were appended for target
+// bindings. An encoder writes them only when Target is non-empty, so a
+// worker binding's bytes are unchanged (the affinity_rank/affinity_norank
+// goldens) and a replica built before the trailer skips it. A decoder
+// accepts 7 fields or more and reads each trailing field that is present
+// (8 → target, 9 → port, 10 → ttl_millis; later fields are skipped); when
+// the decoded Target is empty it zeroes Port and TTLMillis, so decoding
+// always yields the canonical form that re-encodes to the same message.
 //
 // HasRank is not a wire field: rank is nil when false.
 type Affinity struct {
@@ -31,9 +48,19 @@ type Affinity struct {
 	HasRank   bool
 	Sequence  uint64
 	Writer    uint64
+
+	// Target, Port and TTLMillis form the optional trailer (see the layout
+	// above). Port and TTLMillis are meaningful only when Target is set: the
+	// encoder omits all three when it is empty.
+	Target    string
+	Port      uint32
+	TTLMillis uint32
 }
 
-const affinityFields = 7
+const (
+	affinityFields       = 7  // fields every decoder requires
+	affinityTargetFields = 10 // fields written when Target is set
+)
 
 var (
 	_ Message               = (*Affinity)(nil)
@@ -56,7 +83,11 @@ func (a *Affinity) EncodeMsgpack(enc *msgpack.Encoder) error { return encodeEnve
 func (a *Affinity) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeVia(dec, a) }
 
 func (a *Affinity) encodeBody(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(affinityFields); err != nil {
+	n := affinityFields
+	if a.Target != "" {
+		n = affinityTargetFields
+	}
+	if err := enc.EncodeArrayLen(n); err != nil {
 		return err
 	}
 	if err := enc.EncodeString(a.Model); err != nil {
@@ -83,7 +114,19 @@ func (a *Affinity) encodeBody(enc *msgpack.Encoder) error {
 	if err := enc.EncodeUint(a.Sequence); err != nil {
 		return err
 	}
-	return enc.EncodeUint(a.Writer)
+	if err := enc.EncodeUint(a.Writer); err != nil {
+		return err
+	}
+	if a.Target == "" {
+		return nil
+	}
+	if err := enc.EncodeString(a.Target); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(uint64(a.Port)); err != nil {
+		return err
+	}
+	return enc.EncodeUint(uint64(a.TTLMillis))
 }
 
 func (a *Affinity) decodeBody(d *Decoder) error {
@@ -122,8 +165,39 @@ func (a *Affinity) decodeBody(d *Decoder) error {
 	if a.Writer, err = d.dec.DecodeUint64(); err != nil {
 		return malformed("writer", err)
 	}
-	if err := d.skipN(n - affinityFields); err != nil {
+	if err := a.decodeTrailer(d, n); err != nil {
+		return err
+	}
+	if err := d.skipN(n - min(n, affinityTargetFields)); err != nil {
 		return malformed("affinity trailer", err)
+	}
+	return nil
+}
+
+// decodeTrailer reads the optional target fields present in an n-field
+// body (n >= affinityFields) and canonicalises: every trailer field absent
+// from the wire is zero, and Port/TTLMillis are zero when Target is empty.
+// It overwrites all three fields, so a recycled Affinity keeps nothing stale.
+func (a *Affinity) decodeTrailer(d *Decoder, n int) error {
+	a.Target, a.Port, a.TTLMillis = "", 0, 0
+	var err error
+	if n > affinityFields {
+		if a.Target, err = d.str(); err != nil {
+			return malformed("target", err)
+		}
+	}
+	if n > affinityFields+1 {
+		if a.Port, err = d.uint32(); err != nil {
+			return malformed("port", err)
+		}
+	}
+	if n > affinityFields+2 {
+		if a.TTLMillis, err = d.uint32(); err != nil {
+			return malformed("ttl", err)
+		}
+	}
+	if a.Target == "" {
+		a.Port, a.TTLMillis = 0, 0
 	}
 	return nil
 }
