@@ -26,6 +26,11 @@ type kvIngest struct {
 }
 
 // rankListener is one rank's listener and its decoding state.
+//
+// Concurrency: src is written once, before the listener starts, and only read afterwards (by
+// the handler goroutine without a lock, by reconcile and status under kvIngest.mu). Its
+// Partition and BlockSize fields may go stale when a PATCH changes the partition's shape; no
+// reader uses them. dec, b and evs belong to the handler goroutine.
 type rankListener struct {
 	src engine.EventSource
 	l   *kvlisten.Listener
@@ -94,7 +99,9 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 		keep[src.Owner] = true
 		if cur := kv.subs[src.Owner]; cur != nil {
 			if cur.src.Endpoint == src.Endpoint && cur.src.ReplayEndpoint == src.ReplayEndpoint {
-				cur.src = src // partition shape may change; the listener and watermark stay
+				// The listener and its watermark stay. cur.src is not rewritten: the handler
+				// goroutine reads it without a lock, and the fields it uses (Owner, endpoints)
+				// are equal by this very condition.
 				continue
 			}
 			_ = cur.l.Close()
