@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +212,42 @@ func TestReconcileWhileApplying(t *testing.T) {
 	}
 	if got := svc.Stats().KVBatches - base; got < batches {
 		t.Fatalf("applied %d batches after warm-up, want at least %d", got, batches)
+	}
+}
+
+// TestReconcileListenerStartFailure covers an endpoint the engine's ZMQ check accepts but the
+// listener refuses (an invalid IPv6 literal): the rank must show a failed listener with the
+// reason in the worker's record and in the status counts, rather than silently run nothing;
+// fixing the endpoint starts a real listener.
+func TestReconcileListenerStartFailure(t *testing.T) {
+	svc := ingestLive(t)
+	bad := "tcp://[zz]:5557"
+	rec, err := svc.UpsertWorker(ingestSpec(1, "m", 1, bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, ok := rec.Listeners["0"]
+	if !ok || ls.Status != "failed" || ls.Endpoint != bad || !strings.Contains(ls.LastError, "invalid IPv6 host") {
+		t.Fatalf("record %+v: want rank 0 failed with the listener's reason", rec)
+	}
+	if c := svc.Stats().ListenersByStatus; c["failed"] != 1 || len(c) != 1 {
+		t.Fatalf("status counts %v, want one failed", c)
+	}
+	good := "tcp://127.0.0.1:43000"
+	rec, err = svc.PatchWorker(1, WorkerPatch{KVEventsEndpoints: map[string]string{"0": good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := rec.Listeners["0"]; ls.Endpoint != good || ls.Status == "failed" && strings.Contains(ls.LastError, "IPv6") {
+		t.Fatalf("after fixing the endpoint: %+v", ls)
+	}
+	if l := ingestListeners(svc)[own(1, 0)]; l == nil {
+		t.Fatal("no listener started for the fixed endpoint")
+	}
+	if _, err := svc.DeleteWorker(1); err != nil {
+		t.Fatal(err)
+	}
+	if c := svc.Stats().ListenersByStatus; len(c) != 0 {
+		t.Fatalf("status counts after delete %v, want none", c)
 	}
 }
