@@ -32,12 +32,13 @@ type kvIngest struct {
 // Partition and BlockSize fields may go stale when a PATCH changes the partition's shape; no
 // reader uses them. dec, b and evs belong to the handler goroutine.
 type rankListener struct {
-	src engine.EventSource
-	l   *kvlisten.Listener
-	dec *kvevents.Decoder // used only by the listener's handler goroutine
-	b   kvevents.Batch
-	evs []engine.KVEvent
-	svc *Service
+	src      engine.EventSource
+	l        *kvlisten.Listener // nil when kvlisten.Start failed; startErr says why
+	startErr error
+	dec      *kvevents.Decoder // used only by the listener's handler goroutine
+	b        kvevents.Batch
+	evs      []engine.KVEvent
+	svc      *Service
 }
 
 // EnableKVEvents starts KV-event ingestion: from now on every schedulable worker's ranks get
@@ -104,7 +105,7 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 				// are equal by this very condition.
 				continue
 			}
-			_ = cur.l.Close()
+			cur.closeListener()
 			delete(kv.subs, src.Owner)
 		}
 		rl := &rankListener{src: src, dec: kvevents.NewDecoder(), svc: kv.svc}
@@ -114,16 +115,19 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 			Gate:   kv.gate,
 		})
 		if err != nil {
-			// Endpoints were validated by the engine; this is a listener construction failure.
+			// The engine's endpoint check passed but kvlisten's stricter one did not (e.g. an
+			// invalid IPv6 literal). Keep the rank with its error so that GET /workers and
+			// /metrics show a failed listener instead of nothing; the same endpoints would fail
+			// again, so it is retried only when they change.
 			kv.svc.log.Error("cannot start KV-event listener", "worker_id", src.Owner.Worker, "dp_rank", src.Owner.Rank, "err", err)
-			continue
+			rl.startErr = err
 		}
 		rl.l = l
 		kv.subs[src.Owner] = rl
 	}
 	for o, rl := range kv.subs {
 		if o.Worker == id && !keep[o] {
-			_ = rl.l.Close()
+			rl.closeListener()
 			delete(kv.subs, o)
 		}
 	}
@@ -138,7 +142,7 @@ func (kv *kvIngest) status(id uint64) map[string]ListenerStatus {
 		if o.Worker != id {
 			continue
 		}
-		st := rl.l.State()
+		st := rl.state()
 		ls := ListenerStatus{Endpoint: rl.src.Endpoint, Status: st.Status.String(), LastError: st.LastError}
 		if st.HasWatermark {
 			w := st.Watermark
@@ -158,7 +162,7 @@ func (kv *kvIngest) statusCounts() map[string]int {
 	defer kv.mu.Unlock()
 	out := map[string]int{}
 	for _, rl := range kv.subs {
-		out[rl.l.State().Status.String()]++
+		out[rl.state().Status.String()]++
 	}
 	return out
 }
@@ -170,6 +174,22 @@ func (kv *kvIngest) close() {
 	kv.subs = map[engine.Owner]*rankListener{}
 	kv.mu.Unlock()
 	for _, rl := range subs {
+		rl.closeListener()
+	}
+}
+
+// state returns the rank's listener state; a rank whose listener could not be started reports
+// failed with the construction error.
+func (rl *rankListener) state() kvlisten.State {
+	if rl.l == nil {
+		return kvlisten.State{Status: kvlisten.StatusFailed, LastError: rl.startErr.Error()}
+	}
+	return rl.l.State()
+}
+
+// closeListener stops the rank's listener, if one was started.
+func (rl *rankListener) closeListener() {
+	if rl.l != nil {
 		_ = rl.l.Close()
 	}
 }
