@@ -38,6 +38,9 @@ type BusReplicator struct {
 	// appliedHook, when set (benchmarks and tests), sees every peer lifecycle event after the
 	// engine handled it, on the dispatcher goroutine.
 	appliedHook atomic.Pointer[func(ev *engine.ReplicaEvent, applied bool)]
+	// aibrix receives peers' AIBrix session bindings (aibrix_sessions_repl.go); nil until
+	// Service.EnableAIBrixSessions attaches a table.
+	aibrix atomic.Pointer[AIBrixSessions]
 }
 
 // ReplicationConfig names this replica and its peers on the bus.
@@ -162,8 +165,13 @@ func (br *BusReplicator) PublishAffinity(ev *engine.AffinityEvent) {
 	})
 }
 
-// applyAffinity merges a peer's session binding.
+// applyAffinity merges a peer's session binding: a target binding into the AIBrix session
+// table, a worker binding into the engine.
 func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
+	if a.Target != "" {
+		br.applyAIBrixSession(a)
+		return
+	}
 	br.svc.ApplyAffinity(&engine.AffinityEvent{
 		Partition: engine.PartitionKey{Model: a.Model, Group: a.Group}, SessionID: a.SessionID,
 		Owner: engine.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
