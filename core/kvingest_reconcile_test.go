@@ -17,6 +17,13 @@ import (
 // Tests of listener reconciliation inside the service: which (worker, rank) keeps its
 // *kvlisten.Listener across catalog changes, and that a PATCH racing with live batch
 // application is safe (run with -race).
+//
+// Listener identity is observed by pointer: kvIngest.subs maps each owner to the rankListener
+// that wraps the *kvlisten.Listener, and a kept rank must keep the very same pointer (its
+// watermark lives inside it). The rules under test are spec §3.5: a rank whose KV-event
+// endpoint and the worker's replay endpoint are unchanged keeps its listener; a changed,
+// added or removed rank gets a fresh listener or none; an incomplete worker runs none.
+// These tests read kvIngest.subs under kvIngest.mu, as the service itself does.
 
 // ingestLive returns a service with KV events on and the gate open: every schedulable rank gets
 // a real listener.
@@ -29,7 +36,8 @@ func ingestLive(t testing.TB) *Service {
 	return svc
 }
 
-// ingestListeners returns the running listener of every owner.
+// ingestListeners returns the running listener of every owner (nil for a rank whose
+// listener failed to start). It holds kvIngest.mu only while copying.
 func ingestListeners(svc *Service) map[Owner]*kvlisten.Listener {
 	svc.kv.mu.Lock()
 	defer svc.kv.mu.Unlock()
@@ -100,6 +108,8 @@ func TestReconcileListenerIdentity(t *testing.T) {
 			return err
 		}, []Owner{own(2, 0)}, []Owner{own(2, 0)}},
 	}
+	// Each step is checked against the listeners left by the previous one, so the table reads
+	// as a history: "kept" lists the owners whose listener pointer must not change.
 	prev := ingestListeners(svc)
 	for _, st := range steps {
 		if err := st.do(); err != nil {
@@ -132,6 +142,7 @@ func TestReconcileListenerIdentity(t *testing.T) {
 	}
 }
 
+// keys lists the owners of a listener map (for failure messages).
 func keys(m map[Owner]*kvlisten.Listener) []Owner {
 	out := make([]Owner, 0, len(m))
 	for o := range m {
@@ -154,6 +165,8 @@ func TestReconcileWhileApplying(t *testing.T) {
 	ep := "tcp://" + pub.Addr().String()
 	ingestRegister(t, svc, ingestSpec(1, "m", 1, ep))
 	first := ingestListeners(svc)[own(1, 0)]
+	// seq is owned by whichever goroutine is publishing: the warm-up loop first, then the
+	// streaming goroutine alone (wg orders the two), so it needs no lock.
 	var seq uint64
 	send := func(payload []byte) {
 		var s [8]byte
@@ -163,6 +176,8 @@ func TestReconcileWhileApplying(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// applied reads the watermark of the first listener: if reconciliation replaced it, this
+	// listener would be closed and its watermark would stop short of the last batch.
 	applied := func() (uint64, bool) {
 		st := first.State()
 		return st.Watermark, st.HasWatermark
@@ -178,6 +193,8 @@ func TestReconcileWhileApplying(t *testing.T) {
 	}
 	base, warm := svc.Stats().KVBatches, first.State() // warm-up may have lost batches
 
+	// Stream while PATCHing: every PATCH runs reconcile under kvIngest.mu while the handler
+	// goroutine applies batches under Service.mu, which is the interleaving -race checks.
 	const batches = 400
 	start := seq
 	var wg sync.WaitGroup
@@ -195,6 +212,8 @@ func TestReconcileWhileApplying(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	// Every streamed batch must be applied: the watermark reaches the last seq without a gap
+	// or restart beyond what the warm-up already saw.
 	last := start + batches - 1
 	deadline = time.Now().Add(30 * time.Second)
 	for w, _ := applied(); w < last; w, _ = applied() {
@@ -221,6 +240,7 @@ func TestReconcileWhileApplying(t *testing.T) {
 // fixing the endpoint starts a real listener.
 func TestReconcileListenerStartFailure(t *testing.T) {
 	svc := ingestLive(t)
+	// The engine's ValidateZMQEndpoint accepts any bracketed host; kvlisten parses the literal.
 	bad := "tcp://[zz]:5557"
 	rec, err := svc.UpsertWorker(ingestSpec(1, "m", 1, bad))
 	if err != nil {
@@ -233,6 +253,8 @@ func TestReconcileListenerStartFailure(t *testing.T) {
 	if c := svc.Stats().ListenersByStatus; c["failed"] != 1 || len(c) != 1 {
 		t.Fatalf("status counts %v, want one failed", c)
 	}
+	// Healing: a changed endpoint replaces the failed rank by a real listener (nobody serves
+	// the port, so it may be pending or failed to dial, but never with the IPv6 error).
 	good := "tcp://127.0.0.1:43000"
 	rec, err = svc.PatchWorker(1, WorkerPatch{KVEventsEndpoints: map[string]string{"0": good}})
 	if err != nil {

@@ -56,7 +56,9 @@ func ingestRegister(t testing.TB, svc *Service, spec WorkerSpec) {
 	}
 }
 
-// ingestRank is the handler a listener of (id, rank) would get, without the listener.
+// ingestRank is the handler a listener of (id, rank) would get, without the listener. Calling
+// its Apply from the test goroutine stands in for the listener's handler goroutine: the
+// handler's decoder and scratch slices are then used by one goroutine only, as in production.
 func ingestRank(svc *Service, id uint64, rank uint32) *rankListener {
 	return &rankListener{src: engine.EventSource{Owner: Owner{Worker: id, Rank: rank}}, dec: kvevents.NewDecoder(), svc: svc}
 }
@@ -101,7 +103,9 @@ func ingestStored(p, from, n int) kvevents.Event {
 	return ev
 }
 
-// ingestHash is the engine hash of block i of prompt p (above 2^63, like vLLM's).
+// ingestHash is the engine hash of block i of prompt p (above 2^63, like vLLM's, so the
+// encoder writes msgpack uint64 and the decoder's unsigned path is exercised). Distinct per
+// (p, i), so a removal names exactly one block.
 func ingestHash(p, i int) uint64 { return 1<<63 | uint64(p)<<24 | uint64(i) }
 
 // ingestBatch encodes events as a vLLM batch (dpRank < 0: data_parallel_rank nil).
@@ -146,6 +150,7 @@ func TestTranslate(t *testing.T) {
 		{"removed of a mamba group ignored", withKind(kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: []uint64{5}}, "mamba"), nil},
 		{"invalid kind dropped", kvevents.Event{Kind: kvevents.KindInvalid, BlockHashes: []uint64{5}}, nil},
 	}
+	// Each row translates one event alone, so a row's result cannot depend on its neighbours.
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translate(nil, []kvevents.Event{tc.in})
@@ -190,6 +195,7 @@ func TestRankListenerApply(t *testing.T) {
 		{"truncated batch", 0, ingestBatch(0, ingestStored(1, 0, 2))[:40], true,
 			map[Owner]uint64{own(1, 0): 0, own(1, 1): 0}, Stats{KVUndecodable: 1}},
 	}
+	// Every row gets a fresh service, so the compared counters are exactly that batch's.
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := ingestService(t)
@@ -223,6 +229,8 @@ func TestRankListenerRestarted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Rank 0 of worker 1 restarted (its old incarnation had reached seq 41, the new one
+	// starts at 0): only that rank's ownership may go.
 	ranks[0].Restarted(41, 0)
 	want := map[Owner]uint64{own(1, 0): 0, own(1, 1): 3, own(2, 0): 3}
 	if got := ingestOverlap(t, svc, "m", prompt); !reflect.DeepEqual(got, want) {
@@ -272,6 +280,9 @@ func TestKVIngestMatchesNaiveModel(t *testing.T) {
 		}
 		model := ingestModel{}
 		rng := rand.New(rand.NewPCG(seed, 99))
+		// Each step is one batch of 1–3 events sent through one listener (via); with a
+		// data_parallel_rank the batch's blocks belong to target instead, which is how
+		// vLLM's DP ranks label their batches.
 		for step := 0; step < 60; step++ {
 			via := owners[rng.IntN(len(owners))]
 			target, dp := via, -1
@@ -285,6 +296,8 @@ func TestKVIngestMatchesNaiveModel(t *testing.T) {
 				held := model.held(target, p, blocks)
 				switch k := rng.IntN(10); {
 				case k < 6:
+					// A chain starting mid-prompt is accepted only if the owner holds its
+					// parent; otherwise the engine drops it whole (parent not found).
 					from := rng.IntN(blocks)
 					n := 1 + rng.IntN(blocks-from)
 					evs = append(evs, ingestStored(p, from, n))
@@ -310,6 +323,8 @@ func TestKVIngestMatchesNaiveModel(t *testing.T) {
 			if err := rls[via].Apply(uint64(step), ingestBatch(dp, evs...), false); err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
 			}
+			// Check every (prompt, owner) pair, not only the ones touched, so that a batch
+			// leaking into another owner or prompt is caught at the step that caused it.
 			for p := range prompts {
 				got := ingestOverlap(t, svc, "m", ingestTokens(p, blocks))
 				for _, o := range owners {

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -122,6 +121,8 @@ func startKVPub(t *testing.T, py string, args ...string) *kvPub {
 	return p
 }
 
+// read returns the script's next stdout line. The script answers every command with exactly
+// one line, so a reply can never be confused with another command's.
 func (p *kvPub) read() string {
 	p.t.Helper()
 	select {
@@ -202,6 +203,9 @@ func (p *kvPub) stop() {
 	})
 }
 
+// The three event builders below produce the script's batch JSON events (see the docstring
+// of vllm_publisher.py); the script turns them into msgspec-identical msgpack in either form.
+
 // stored is one BlockStored event for the script's batch JSON: blocks consecutive blocks of
 // tokens starting at block index from, named by hashes[from:from+blocks], chained to
 // hashes[from-1] when from > 0.
@@ -242,6 +246,9 @@ func kvLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// newKVHarness starts the service exactly as cmd/kvselect wires it for a single node with KV
+// events on (EnableKVEvents, then OpenGate since there is no startup recovery), behind the
+// real handler. The fixed seed makes selection tie-breaks reproducible.
 func newKVHarness(t testing.TB) *kvHarness {
 	t.Helper()
 	svc, err := core.New(core.Config{Engine: engine.DefaultConfig(), Logger: kvLogger(), Seed: 11})
@@ -260,7 +267,8 @@ func newKVHarness(t testing.TB) *kvHarness {
 }
 
 // call sends body as JSON and decodes the answer into out (when non-nil and 2xx). It returns
-// the status and the raw body.
+// the status and the raw body. Numbers decode with UseNumber semantics into typed fields, so
+// 64-bit values survive. Transport errors fail the test: the server is in-process.
 func (h *kvHarness) call(t testing.TB, method, path string, body, out any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -311,7 +319,9 @@ type kvListener struct {
 	Watermark *uint64 `json:"watermark"`
 }
 
-// kvRecord is the part of a catalog record these tests look at.
+// kvRecord is the part of a catalog record these tests look at. Decode each answer into a
+// fresh value: encoding/json leaves fields that are absent from the body (omitempty reasons,
+// listeners) untouched, so reusing a value would carry stale data over.
 type kvRecord struct {
 	WorkerID  uint64                `json:"worker_id"`
 	Lifecycle string                `json:"lifecycle"`
@@ -434,7 +444,8 @@ func (h *kvHarness) waitOverlap(t testing.TB, model string, tokens []uint32, nud
 	})
 }
 
-// kvTokens returns n distinct tokens for prompt number p.
+// kvTokens returns n distinct tokens for prompt number p. Prompts never share a token, so
+// their blocks never share a radix node and overlaps of different prompts are independent.
 func kvTokens(p, n int) []uint32 {
 	out := make([]uint32, n)
 	for i := range out {
@@ -451,109 +462,6 @@ func kvHashes(p, n int) []uint64 {
 		out[i] = 0xdab89baa7b5857c0 + uint64(p)<<20 + uint64(i)
 	}
 	return out
-}
-
-// tcpProxy forwards TCP connections from its own loopback port to target, byte for byte. The
-// tests put it between a listener's SUB and a publisher's PUB to cut the connection on demand:
-// while paused it accepts and immediately closes, so the publisher has no subscriber and drops
-// what it publishes (exactly what libzmq does when the subscriber is gone).
-//
-// Concurrency: mu guards paused, target and conns; the accept loop and one pair of copy
-// goroutines per connection run until Close.
-type tcpProxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	paused bool
-	target string
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-// newTCPProxy starts a proxy to target ("host:port") and registers its Close.
-func newTCPProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.Close)
-	return p
-}
-
-// Endpoint is the proxy's address as a ZMQ tcp endpoint.
-func (p *tcpProxy) Endpoint() string { return "tcp://" + p.ln.Addr().String() }
-
-func (p *tcpProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		paused, target := p.paused, p.target
-		p.mu.Unlock()
-		if paused {
-			_ = c.Close()
-			continue
-		}
-		up, err := net.DialTimeout("tcp", target, 2*time.Second)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.paused {
-			p.mu.Unlock()
-			_ = c.Close()
-			_ = up.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
-	}
-}
-
-// pipe copies src to dst; when either side ends both are closed.
-func (p *tcpProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// Sever closes every forwarded connection and refuses new ones until Resume.
-func (p *tcpProxy) Sever() {
-	p.mu.Lock()
-	p.paused = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-}
-
-// Resume accepts and forwards connections again.
-func (p *tcpProxy) Resume() {
-	p.mu.Lock()
-	p.paused = false
-	p.mu.Unlock()
-}
-
-// Close stops the proxy and waits for its goroutines.
-func (p *tcpProxy) Close() {
-	_ = p.ln.Close()
-	p.Sever()
-	p.wg.Wait()
 }
 
 // hostPort strips the tcp:// scheme of a ZMQ endpoint.

@@ -11,7 +11,10 @@ import (
 // gets a fresh listener and loses the old blocks; DELETE stops the listener; an invalid endpoint
 // leaves the worker incomplete until a PATCH heals it.
 
-// listenerCount is the number of listeners the service runs, whatever their status.
+// listenerCount is the number of listeners the service runs, whatever their status. It reads
+// the service's own counters (the same numbers /metrics exports): the HTTP record shows only
+// listeners of workers still in the catalog, so a leaked listener of a deleted or re-pointed
+// rank would be invisible there.
 func listenerCount(h *kvHarness) int {
 	n := 0
 	for _, c := range h.svc.Stats().ListenersByStatus {
@@ -31,6 +34,8 @@ func TestKVEventsReconcileLifecycle(t *testing.T) {
 	nudgeA := func() uint64 { return pubA.empty(0) }
 	nudgeB := func() uint64 { return pubB.empty(0) }
 
+	// Baseline: worker 1 follows publisher A and holds two blocks; remember its listener's
+	// watermark and how many replays A has served so far.
 	registerKV(t, h, 1, kvModel, pubA.pubEP, pubA.replayEP)
 	h.waitActive(t, 1, 0, pubA.pubEP)
 	promptA, hashesA := kvTokens(10, 3*kvBS), kvHashes(10, 3)
@@ -128,6 +133,7 @@ func TestKVEventsReconcileInvalidEndpoint(t *testing.T) {
 		events, replay string
 		reason         string // expected prefix of the single not_schedulable reason
 	}{
+		// The reasons are Dynamo's texts (spec §3.4 step 7 and §10.7), which clients parse.
 		{"events port not a number", "tcp://127.0.0.1:notaport", "",
 			"reconciliation failed: invalid kv_events endpoint for worker 21 dp_rank 0: invalid ZMQ endpoint `tcp://127.0.0.1:notaport`: invalid TCP port"},
 		{"events unsupported scheme", "udp://127.0.0.1:5557", "",
@@ -156,6 +162,8 @@ func TestKVEventsReconcileInvalidEndpoint(t *testing.T) {
 			if len(rec.Listeners) != 0 {
 				t.Fatalf("incomplete worker runs listeners: %+v", rec.Listeners)
 			}
+			// Each case has its own model, so the incomplete worker is alone in its partition
+			// and /select has no candidate at all (503), whatever other cases registered.
 			prompt := kvTokens(30+i, 2*kvBS)
 			if code, b := h.call(t, "POST", "/select", map[string]any{"model_name": model, "token_ids": prompt}, nil); code != http.StatusServiceUnavailable {
 				t.Fatalf("/select with only an incomplete worker = %d %s, want 503", code, b)
@@ -168,6 +176,8 @@ func TestKVEventsReconcileInvalidEndpoint(t *testing.T) {
 			if healed.Lifecycle != "schedulable" || len(healed.Reasons) != 0 || healed.Listeners["0"].Endpoint != pub.pubEP {
 				t.Fatalf("after PATCH: %+v, want schedulable with a listener on %s", healed, pub.pubEP)
 			}
+			// One publisher serves every case: PUB fans out to all subscribed listeners, and each
+			// case checks only its own model's prompt.
 			h.waitActive(t, id, 0, pub.pubEP)
 			pub.publish(mapBatch(0, stored(prompt, kvHashes(30+i, 2), kvBS, 0, 2)))
 			h.waitOverlap(t, model, prompt, nudge, map[string]int{itoa(id) + "/0": 2})

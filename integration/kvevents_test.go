@@ -75,6 +75,7 @@ func TestKVEventsEndToEnd(t *testing.T) {
 
 	// Both workers use the same engine hashes for the same content, as vLLM does with a fixed
 	// hash seed: the index must keep them apart per owner.
+	// The prompt has four blocks; every step below names blocks by index into it.
 	prompt, hashes := kvTokens(1, 4*kvBS), kvHashes(1, 4)
 	if got := h.overlap(t, kvModel, prompt); got["1/0"] != 0 || got["2/0"] != 0 {
 		t.Fatalf("overlap before any event = %v, want zeros", got)
@@ -139,7 +140,9 @@ func TestKVEventsEndToEnd(t *testing.T) {
 	wantWinner("gap repaired on worker 1", 1)
 	oldW := *after.Watermark
 
-	// Restart: a new publisher process at the same addresses, numbering from 0.
+	// Restart: a new publisher process at the same addresses, numbering from 0. The old
+	// process is gone first; the listener keeps redialling through the proxy. Until the new
+	// incarnation publishes, nothing may change: a lost connection alone never drops blocks.
 	pub1.stop()
 	if got := h.overlap(t, kvModel, prompt); got["1/0"] != 4 {
 		t.Fatalf("worker 1's blocks changed when its publisher went away: %v", got)
@@ -151,6 +154,9 @@ func TestKVEventsEndToEnd(t *testing.T) {
 	if got := h.overlap(t, kvModel, prompt); got["1/0"] != 4 {
 		t.Fatalf("worker 1's blocks changed before the new incarnation published: %v", got)
 	}
+	// Its first batch (seq 0, below the old watermark) must apply at once: were the restart
+	// not detected it would be skipped as stale, and later nudges (seq 1, 2, ...) would stay
+	// below the old watermark too, so the blocks would never appear.
 	fresh, freshHashes := kvTokens(2, 2*kvBS), kvHashes(2, 2)
 	if s := pub1b.publish(mapBatch(0, stored(fresh, freshHashes, kvBS, 0, 2))); s != 0 {
 		t.Fatalf("restarted publisher's first seq = %d, want 0", s)
@@ -191,6 +197,8 @@ func TestKVEventsDataParallel(t *testing.T) {
 	if rec.Lifecycle != "schedulable" {
 		t.Fatalf("dp worker registered as %s %v", rec.Lifecycle, rec.Reasons)
 	}
+	// Without a replay endpoint (DP workers may not have one) a batch lost to the slow joiner
+	// is gone, so each rank is warmed with empty batches until one is applied.
 	nudges := make([]func() uint64, 2)
 	for r, p := range pubs {
 		h.waitActive(t, 7, r, p.pubEP)
