@@ -53,6 +53,18 @@ func (s *Service) EnableAIBrixSessions(cfg AIBrixSessionConfig) *AIBrixSessions 
 	return st
 }
 
+// AIBrixSessions returns the table attached to the service's bus replicator by
+// EnableAIBrixSessions, or nil when there is none (no table, or no bus replication).
+func (s *Service) AIBrixSessions() *AIBrixSessions {
+	s.mu.Lock()
+	br, ok := s.repl.(*BusReplicator)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return br.aibrix.Load()
+}
+
 // PublishAIBrixSession implements [AIBrixSessionReplicator]: it queues ev as a target
 // binding (never blocking; the bus drops when its queue is full).
 func (br *BusReplicator) PublishAIBrixSession(ev *AIBrixSessionEvent) {

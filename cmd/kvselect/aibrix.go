@@ -17,7 +17,10 @@ func init() {
 }
 
 // aibrixHandler builds the AIBrix decision endpoint: operator policy and bearer tokens from
-// their files (validated at startup), kvselect's own load accounting as the backend.
+// their files (validated at startup), kvselect's own load accounting as the backend, and —
+// when the policy names a session key — session bindings in the service's replicated table,
+// so a session sticks to one candidate whichever replica the gateway asks. Call it after
+// svc.EnableReplication (the table attaches to the replicator).
 func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handler, error) {
 	cfg := aibrix.Config{Path: o.aibrixPath}
 	if o.aibrixPolicyFile != "" {
@@ -26,6 +29,9 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 			return nil, err
 		}
 		cfg.Policy = pol
+		if pol.SessionKey != "" {
+			cfg.Sessions = api.AIBrixSessionStore{Sessions: svc.EnableAIBrixSessions(core.AIBrixSessionConfig{})}
+		}
 	}
 	if o.aibrixTokenFile != "" {
 		toks, err := aibrix.LoadTokens(o.aibrixTokenFile)

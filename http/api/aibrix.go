@@ -1,6 +1,9 @@
 package api
 
 import (
+	"math"
+	"time"
+
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
 )
@@ -24,4 +27,34 @@ func (b AIBrixBackend) CandidateLoad(model, candidateID string) ([]aibrix.RankLo
 		out[i] = aibrix.RankLoad{Rank: l.Owner.Rank, ActivePrefillTokens: l.ActivePrefillTokens, ActiveDecodeBlocks: l.ActiveBlocks, ActiveRequests: l.ActiveRequests}
 	}
 	return out, true
+}
+
+// AIBrixSessionStore adapts kvselect's replicated AIBrix session table to the decision
+// handler's aibrix.SessionStore, so a session sticks to one candidate whichever replica the
+// gateway asks: bindings made here are published to peers, peers' bindings are applied to the
+// same table (see core.Service.EnableAIBrixSessions). It adds no state or locking of its own.
+//
+// A port outside 0..65535 (never produced by a decision) is stored as 0, which no candidate
+// advertises, so the handler then picks the port afresh instead of trusting it.
+type AIBrixSessionStore struct{ Sessions *core.AIBrixSessions }
+
+var _ aibrix.SessionStore = AIBrixSessionStore{}
+
+// Get implements aibrix.SessionStore.
+func (s AIBrixSessionStore) Get(key aibrix.SessionKey, now time.Time) (aibrix.Binding, bool) {
+	t, ok := s.Sessions.Get(core.AIBrixSessionKey{Model: key.Model, Session: key.Value}, now)
+	if !ok {
+		return aibrix.Binding{}, false
+	}
+	return aibrix.Binding{CandidateID: t.Candidate, Port: int(t.Port)}, true
+}
+
+// Bind implements aibrix.SessionStore.
+func (s AIBrixSessionStore) Bind(key aibrix.SessionKey, b aibrix.Binding, ttl time.Duration, now time.Time) {
+	port := uint32(0)
+	if b.Port >= 0 && b.Port <= math.MaxUint16 {
+		port = uint32(b.Port)
+	}
+	s.Sessions.Bind(core.AIBrixSessionKey{Model: key.Model, Session: key.Value},
+		core.AIBrixTarget{Candidate: b.CandidateID, Port: port}, ttl, now)
 }
