@@ -18,53 +18,114 @@ import (
 
 // costs computes cost for every candidate in place. It runs for every schedulable rank on every
 // selection, so the common case (no lower-tier hits, no decay) avoids float rounding and
-// divisions.
+// divisions. The per-rank arithmetic lives in dynamoTerms.cost, which the fast path (fast.go)
+// shares, so both compute bit-identical costs.
 func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 	if w.kvselect {
 		kvselectCosts(cs, n, blockSize, w)
 		return
 	}
-	bs := float64(blockSize)
-	invBS := 1 / bs
-	isl := n.isl
-	reqBlocks := float64(n.requestBlocks(blockSize))
-	decaying := w.trackPrefill && w.decay > 0 && reqBlocks > 0
-	minActive := uint64(math.MaxUint64)
-	if decaying {
+	k := newDynamoTerms(n, blockSize, w)
+	if k.decaying {
 		for i := range cs {
-			minActive = min(minActive, cs[i].Load.ActivePrefillTokens)
+			k.minActive = min(k.minActive, cs[i].Load.ActivePrefillTokens)
 		}
 	}
-	nseq := len(n.seq)
 	for i := range cs {
 		s := &cs[i]
-		l := s.Load
-		var rawPrefill float64
-		if w.trackPrefill {
-			var cached uint64
-			if s.HostExtBlocks == 0 && s.DiskExtBlocks == 0 {
-				cached = uint64(s.DeviceBlocks) * uint64(blockSize)
-			} else {
-				cached = cachedTokens(s, uint64(blockSize), w)
-			}
-			rawPrefill = float64(l.ActivePrefillTokens + max(isl, cached))
-		}
-		credit := float64(s.DeviceBlocks) * w.credit
-		if decaying {
-			rel := float64(l.ActivePrefillTokens-minActive) * invBS
-			credit /= 1 + w.decay*rel/reqBlocks
-		}
-		if s.HostExtBlocks != 0 || s.DiskExtBlocks != 0 {
-			credit += w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
-		}
-		decodeCost := float64(l.ActiveBlocks) + float64(nseq-s.BookedPrefixBlocks)
-		s.cost = w.scale*max(0, rawPrefill*invBS-credit) + decodeCost + w.reqWeight*float64(l.ActiveRequests)
+		s.cost = k.cost(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.Load)
 	}
+}
+
+// dynamoTerms holds the per-selection invariants of Dynamo's formula (see the top of this file).
+// Invariant: when decaying, minActive must be set to the smallest ActivePrefillTokens among the
+// partition's ranks before cost is called; otherwise it is unused.
+type dynamoTerms struct {
+	w         weights
+	blockSize uint32
+	invBS     float64
+	isl       uint64
+	reqBlocks float64
+	decaying  bool
+	minActive uint64
+	nseq      int
+	// simple: prefill is tracked and nothing decays (cost's inlined case); bs, scale, credit and
+	// reqWeight copy the block size and weights for it.
+	simple                   bool
+	bs                       uint64
+	scale, credit, reqWeight float64
+}
+
+func newDynamoTerms(n *normalized, blockSize uint32, w weights) dynamoTerms {
+	reqBlocks := float64(n.requestBlocks(blockSize))
+	k := dynamoTerms{
+		w: w, blockSize: blockSize, invBS: 1 / float64(blockSize), isl: n.isl, reqBlocks: reqBlocks,
+		decaying: w.trackPrefill && w.decay > 0 && reqBlocks > 0, minActive: math.MaxUint64, nseq: len(n.seq),
+		bs: uint64(blockSize), scale: w.scale, credit: w.credit, reqWeight: w.reqWeight,
+	}
+	k.simple = w.trackPrefill && !k.decaying
+	return k
+}
+
+// cost is one rank's cost from its tiered overlap (blocks), booked prefix (blocks) and load. The
+// operations and their order are the formula's; any change here changes decisions.
+//
+// Rounding: every product that is added to something is wrapped in an explicit float64
+// conversion, which (Go spec, "Arithmetic operators") forbids fusing it into a multiply-add. On
+// amd64 (no FMA at the default GOAMD64=v1) this changes nothing; on architectures with FMA it
+// keeps costs — and therefore decisions — identical across architectures and across the call
+// sites that inline simpleCost.
+func (k *dynamoTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
+	if host|disk == 0 && k.simple {
+		return k.simpleCost(dev, booked, l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests)
+	}
+	return k.costGeneral(dev, host, disk, booked, l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests)
+}
+
+// simpleCost is cost in the common case — prefill tracked, no decay, device-tier overlap only —
+// with exactly the operations costGeneral performs for it. It is small enough to inline into the
+// per-rank loops; callers check host|disk == 0 && k.simple.
+func (k *dynamoTerms) simpleCost(dev int32, booked int, prefill, blocks uint64, requests int) float64 {
+	rawPrefill := float64(prefill + max(k.isl, uint64(dev)*k.bs))
+	credit := float64(float64(dev) * k.credit)
+	decodeCost := float64(blocks) + float64(k.nseq-booked)
+	return float64(k.scale*max(0, float64(rawPrefill*k.invBS)-credit)) + decodeCost + float64(k.reqWeight*float64(requests))
+}
+
+// costGeneral is cost for every case, from the rank's active prefill tokens, active blocks and
+// active requests.
+func (k *dynamoTerms) costGeneral(dev, host, disk int32, booked int, prefill, blocks uint64, requests int) float64 {
+	w := &k.w
+	var rawPrefill float64
+	if w.trackPrefill {
+		var cached uint64
+		if host == 0 && disk == 0 {
+			cached = uint64(dev) * k.bs
+		} else {
+			cached = cachedTokensOf(dev, host, disk, k.bs, w)
+		}
+		rawPrefill = float64(prefill + max(k.isl, cached))
+	}
+	credit := float64(float64(dev) * w.credit)
+	if k.decaying {
+		rel := float64(float64(prefill-k.minActive) * k.invBS)
+		credit /= 1 + float64(w.decay*rel)/k.reqBlocks
+	}
+	if host != 0 || disk != 0 {
+		credit += float64(w.host*float64(host)) + float64(w.disk*float64(disk))
+	}
+	decodeCost := float64(blocks) + float64(k.nseq-booked)
+	return float64(w.scale*max(0, float64(rawPrefill*k.invBS)-credit)) + decodeCost + float64(w.reqWeight*float64(requests))
 }
 
 // cachedTokens is the effective cached token count of a candidate (never negative).
 func cachedTokens(s *scored, bs uint64, w weights) uint64 {
-	eff := float64(s.DeviceBlocks) + w.host*float64(s.HostExtBlocks) + w.disk*float64(s.DiskExtBlocks)
+	return cachedTokensOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, bs, &w)
+}
+
+// cachedTokensOf is cachedTokens from the three tier counts.
+func cachedTokensOf(dev, host, disk int32, bs uint64, w *weights) uint64 {
+	eff := float64(dev) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	return uint64(math.Round(max(0, eff*float64(bs))))
 }
 
@@ -182,14 +243,25 @@ func (e *Engine) admit(cs []scored) error {
 			continue
 		}
 		anyEligible = true
-		capacity := float64(deref(s.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
-		if float64(s.Load.ActivePrefillTokens) <= frac*capacity {
+		if notBusy(s.Load.ActivePrefillTokens, s.w, frac) {
 			return nil
 		}
 	}
 	if !anyEligible {
 		return nil
 	}
+	return overloaded()
+}
+
+// notBusy reports whether a rank with this active prefill load is under the queue threshold
+// (frac of its worker's prefill capacity).
+func notBusy(activePrefill uint64, w *worker, frac float64) bool {
+	capacity := float64(deref(w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
+	return float64(activePrefill) <= frac*capacity
+}
+
+// overloaded is the 429 rejection of admit.
+func overloaded() error {
 	return &Error{Kind: ErrOverloaded, Msg: "all eligible workers are overloaded",
 		Details: QueueRejection{PolicyClass: "default", LimitKind: "prefill_tokens"}}
 }

@@ -27,19 +27,45 @@ package engine
 
 // kvselectCosts computes the kvselect policy's cost for every candidate in place.
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
-	bs := float64(blockSize)
-	isl := float64(n.isl)
-	prefillMS := func(t float64) float64 { return (w.modelA*t+w.modelB)*t + w.modelC }
+	k := newKVSelectTerms(n, blockSize, w)
 	for i := range cs {
 		s := &cs[i]
-		device := float64(max(s.DeviceBlocks, int32(s.BookedPrefixBlocks)))
-		cached := min(isl, (w.credit*device+w.host*float64(s.HostExtBlocks)+w.disk*float64(s.DiskExtBlocks))*bs)
-		l := s.Load
-		queue := w.modelA*float64(l.PrefillSquares) + w.modelB*float64(l.ActivePrefillTokens) + w.modelC*float64(l.PendingPrefills)
-		pull := w.affinity * w.modelB * cached
-		if w.affinityQueue > 0 {
-			pull /= 1 + queue/w.affinityQueue
-		}
-		s.cost = queue + prefillMS(isl-cached) - pull + w.reqWeight*float64(l.ActiveRequests)
+		s.cost = k.cost(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.Load)
 	}
+}
+
+// kvselectTerms holds the per-selection invariants of the kvselect policy; cost evaluates one
+// rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
+type kvselectTerms struct {
+	w   weights
+	bs  float64
+	isl float64
+}
+
+func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
+	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl)}
+}
+
+// cost is one rank's cost from its tiered overlap (blocks), booked prefix (blocks) and load.
+func (k *kvselectTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
+	return k.costOf(dev, host, disk, booked, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+}
+
+// costOf is cost from the load's fields: active prefill tokens, the sum of squares and count of
+// pending prefills, and active requests. Products added to something are wrapped in float64
+// conversions so that no multiply-add is fused (see dynamoTerms.cost).
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, prefill, squares uint64, pending, requests int) float64 {
+	w := &k.w
+	device := float64(max(dev, int32(booked)))
+	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
+	cached := min(k.isl, tiers*k.bs)
+	queue := float64(w.modelA*float64(squares)) + float64(w.modelB*float64(prefill)) + float64(w.modelC*float64(pending))
+	pull := w.affinity * w.modelB * cached
+	if w.affinityQueue > 0 {
+		pull /= 1 + queue/w.affinityQueue
+	}
+	t := k.isl - cached
+	lin := float64(w.modelA*t) + w.modelB
+	prefillMS := float64(lin*t) + w.modelC
+	return queue + prefillMS - pull + float64(w.reqWeight*float64(requests))
 }

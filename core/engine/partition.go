@@ -51,6 +51,14 @@ type partition struct {
 	approx    *approxTTL // non-nil when the index is fed by bookings (use_kv_events=false)
 	sessions  map[string]*binding
 	seeds     map[keyedSeedKey][2]uint64 // keyed tracking-hash seeds by scope (keyed mode only)
+
+	// owners[i] == cands[i].owner(): a compact copy for the selection fast path's merges.
+	owners []Owner
+	// ordVersion is the tracker's Version at the last rebuild that found cands[i] to be the
+	// tracker's owner at ordinal i for every i (ordinalsOK); the fast path reads loads and
+	// booked prefixes by ordinal only while the tracker still has that version.
+	ordVersion uint64
+	ordOK      bool
 }
 
 func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
@@ -86,6 +94,30 @@ func (p *partition) rebuild() {
 		}
 		return cmp.Compare(a.rank, b.rank)
 	})
+	p.owners = p.owners[:0]
+	for _, c := range p.cands {
+		p.owners = append(p.owners, c.owner())
+	}
+	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
+}
+
+// checkOrdinals reports whether the tracker's owners are exactly cands, in the same order (the
+// partition invariant; checked once per rebuild so that selections can trust ordinals).
+func (p *partition) checkOrdinals() bool {
+	if p.tracker.Owners() != len(p.owners) {
+		return false
+	}
+	for i, o := range p.owners {
+		if lo, ok := p.tracker.OwnerAt(i); !ok || lo != loadOwner(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// ordinalsValid reports whether candidate i is still the tracker's owner at ordinal i for all i.
+func (p *partition) ordinalsValid() bool {
+	return p.ordOK && p.ordVersion == p.tracker.Version() && p.tracker.Owners() == len(p.cands)
 }
 
 // ready reports whether at least one member is schedulable.

@@ -27,8 +27,10 @@ type selectScratch struct {
 	cands  []scored
 	idx    []int
 	stored []radix.StoredBlock
+	dups   []uint64 // duplicate-hash check of long stored chains
 	ctx    SelectionContext
 	picked []ScoredCandidate
+	fast   fastScratch // the fast path's per-rank arrays (fast.go)
 }
 
 // selection is the outcome of one pick, before booking.
@@ -116,6 +118,13 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
 	if err != nil {
 		return nil, err
+	}
+	if e.fastEligible(p, req, session, w) {
+		sel := &selection{p: p, norm: norm, w: w, session: session}
+		if err := e.chooseFast(sel, admission, booking); err != nil {
+			return nil, err
+		}
+		return sel, nil
 	}
 	cands := e.score(p, &norm, w)
 	filter(cands, req)

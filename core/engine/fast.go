@@ -1,0 +1,217 @@
+package engine
+
+import "math"
+
+// The selection fast path. Most selections carry no per-request filter, override of the picker,
+// pin, affinity target or live session binding, and the engine has no custom scorer: then the
+// pipeline of choose (score → filter → scorers → overrides → pick) reduces to "cost of every rank,
+// arg-min with random ties", and the per-candidate Candidate/scored records that the general
+// path builds for scorers, pickers and the overrides are never looked at except for the winner.
+//
+// chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
+// kvselectTerms) from compact per-rank arrays instead:
+//
+//   - tiered overlap from the index match, merged by owner into one 12-byte record per rank;
+//   - booked prefix lengths written by the load tracker straight into a per-ordinal array
+//     (Tracker.ActivePrefixOrdinals), with no sorted entry list and no merge;
+//   - loads read in place from the tracker by ordinal (Tracker.LoadAt), never copied;
+//
+// then replays the default picker's reservoir sampling over the cost array, consuming the
+// engine's random source in the same order and with the same bounds as pick does. Decisions
+// are therefore identical to the general path for the same seed (TestFastPathDifferential runs
+// both on random workloads and compares every cost, every decision and the rand stream).
+//
+// Only the chosen worker's ranks are turned into scored records (the response's overlap summary
+// and advisory load read them); when a KV hint may be built, every rank is, since the hint looks
+// for the best source among all ranks.
+//
+// Ordinals: candidate i of a partition is the tracker's owner at ordinal i (both sorted by
+// (worker, rank), same set). rebuild checks this once; partition.ordinalsValid re-checks, in O(1),
+// that no owner came or went since. When it fails the general path runs.
+
+// overlap is one rank's tiered prefix overlap with the request, in blocks.
+type overlap struct {
+	dev, host, disk int32
+}
+
+// fastScratch holds the fast path's per-rank arrays (reused across selections; the engine is
+// single-threaded). All are indexed by candidate (= tracker ordinal).
+type fastScratch struct {
+	ov     []overlap
+	booked []uint32
+	cost   []float64
+	loads  []RankLoad // loads of the materialised ranks only
+	cands  []scored   // the chosen worker's ranks (scratch.cands holds all ranks when materialised)
+	// disabled forces the general path (differential tests); hits counts fast selections.
+	disabled bool
+	hits     uint64
+}
+
+// fastEligible reports whether the request can take the fast path: nothing custom or
+// request-specific may influence the choice beyond the built-in cost and default picker.
+func (e *Engine) fastEligible(p *partition, req *SelectRequest, session string, w weights) bool {
+	if e.scratch.fast.disabled || e.scoring.active() || req.PinnedWorker != nil || req.AffinityTarget != nil ||
+		req.AllowedWorkerIDs != nil || req.RoutingConstraints != nil || w.temperature > 0 {
+		return false
+	}
+	if session != "" {
+		if _, bound := p.sessions[session]; bound {
+			return false // boundCandidate may route to (or drop) the binding: general path
+		}
+	}
+	return p.ordinalsValid()
+}
+
+// chooseFast is choose's tail for fast-eligible requests (see the top of this file). The error
+// cases are those of the general path for such requests: admission (429) only.
+func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
+	p, n, w := sel.p, &sel.norm, sel.w
+	f := &e.scratch.fast
+	f.hits++
+	nc := len(p.cands)
+
+	// Tiered overlap, merged by owner: both lists are sorted by (worker, rank).
+	ov := resize(f.ov, nc)
+	clear(ov)
+	f.ov = ov
+	if len(n.block) > 0 {
+		p.index.Match(n.block, &e.scratch.match)
+		owners := p.owners[:nc]
+		j := 0
+		for k := range e.scratch.match.Owners {
+			m := &e.scratch.match.Owners[k]
+			for j < nc && ownerLess(owners[j], m.Owner) {
+				j++
+			}
+			if j == nc {
+				break
+			}
+			if owners[j] == m.Owner {
+				ov[j] = overlap{m.Device, m.HostExt, m.DiskExt + m.ExternalExt}
+			}
+		}
+	}
+	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
+	f.booked = booked
+	booked = booked[:nc]
+
+	cost := resize(f.cost, nc)
+	f.cost = cost
+	tr := p.tracker
+	if w.kvselect {
+		k := newKVSelectTerms(n, p.blockSize, w)
+		for i := range cost {
+			prefill, _, requests, pending, squares := tr.CountersAt(i)
+			o := &ov[i]
+			cost[i] = k.costOf(o.dev, o.host, o.disk, int(booked[i]), prefill, squares, pending, requests)
+		}
+	} else {
+		k := newDynamoTerms(n, p.blockSize, w)
+		if k.decaying {
+			for i := range cost {
+				prefill, _, _, _, _ := tr.CountersAt(i)
+				k.minActive = min(k.minActive, prefill)
+			}
+		}
+		// The dispatch of dynamoTerms.cost, with simpleCost inlined.
+		for i := range cost {
+			prefill, blocks, requests, _, _ := tr.CountersAt(i)
+			o := &ov[i]
+			if o.host|o.disk == 0 && k.simple {
+				cost[i] = k.simpleCost(o.dev, int(booked[i]), prefill, blocks, requests)
+			} else {
+				cost[i] = k.costGeneral(o.dev, o.host, o.disk, int(booked[i]), prefill, blocks, requests)
+			}
+		}
+	}
+	if admission && e.cfg.QueueingEnabled() {
+		if err := e.admitFast(p); err != nil {
+			return err
+		}
+	}
+	best := e.pickCosts(cost)
+	e.materialize(sel, best, booking)
+	return nil
+}
+
+// admitFast is admit over every rank (all are eligible on the fast path): nil as soon as one rank
+// is not busy.
+func (e *Engine) admitFast(p *partition) error {
+	frac := deref(e.cfg.QueueThreshold, math.Inf(1))
+	for i := range p.cands {
+		if prefill, _, _, _, _ := p.tracker.CountersAt(i); notBusy(prefill, p.cands[i].w, frac) {
+			return nil
+		}
+	}
+	if len(p.cands) == 0 {
+		return nil
+	}
+	return overloaded()
+}
+
+// pickCosts is pick at temperature 0 over all-eligible costs: the first strictly smaller cost
+// takes over, and the k-th tie with the running best replaces it with probability 1/k (one
+// rng.IntN(k) call per tie, exactly as pick makes them).
+func (e *Engine) pickCosts(cost []float64) int {
+	if len(cost) == 0 {
+		return -1
+	}
+	best, ties := 0, 1
+	bc := cost[0]
+	for i := 1; i < len(cost); i++ {
+		c := cost[i]
+		switch {
+		case c < bc:
+			best, ties, bc = i, 1, c
+		case c == bc:
+			ties++
+			if e.rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// materialize turns ranks into scored records for the rest of the pipeline: the chosen worker's
+// ranks (response, advisory load, overlap summary), or every rank when a KV hint may be built for
+// this booking. It sets sel.cands and sel.pick.
+func (e *Engine) materialize(sel *selection, best int, booking bool) {
+	p, f := sel.p, &e.scratch.fast
+	bw := p.cands[best].w
+	lo, hi := best, best+1
+	if booking && e.cfg.UseKVEvents && len(sel.norm.block) > 0 && deref(bw.spec.RouterHintWorkerType, "") != "" {
+		lo, hi = 0, len(p.cands)
+	} else {
+		for lo > 0 && p.cands[lo-1].w == bw {
+			lo--
+		}
+		for hi < len(p.cands) && p.cands[hi].w == bw {
+			hi++
+		}
+	}
+	m := hi - lo
+	loads := resize(f.loads, m)
+	f.loads = loads
+	cs := resize(f.cands, m)
+	f.cands = cs
+	for i := lo; i < hi; i++ {
+		loads[i-lo] = p.tracker.LoadAt(i)
+		o, c := f.ov[i], p.cands[i]
+		cs[i-lo] = scored{
+			Candidate: Candidate{Owner: p.owners[i], DeviceBlocks: o.dev, HostExtBlocks: o.host, DiskExtBlocks: o.disk,
+				BookedPrefixBlocks: int(f.booked[i]), Load: &loads[i-lo]},
+			w: c.w, eligible: true, cost: f.cost[i],
+		}
+	}
+	sel.cands = cs
+	sel.pick = &cs[best-lo]
+}
+
+// resize returns s with length n, reusing its capacity (contents unspecified).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, max(n, 2*cap(s)))
+	}
+	return s[:n]
+}

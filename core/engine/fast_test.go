@@ -1,0 +1,369 @@
+package engine
+
+// Differential test of the selection fast path (fast.go) against the general path: two engines
+// with the same configuration and seed receive the same random operation stream; one may take
+// the fast path, the other never does. After every operation the outcomes must be identical —
+// responses (deep equality, including errors), replica and affinity effects, and the state of
+// the random source (so tie-breaks consumed the same draws) — and after every fast selection
+// the fast path's per-rank overlap, booked prefix and cost must equal the general path's scored
+// candidates bit for bit. The workload is built to produce exact cost ties (few distinct
+// prompts, equal loads) so that the tie-break draws are exercised.
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// twin is a pair of engines driven in lockstep: fast may use the fast path, full never does.
+type twin struct {
+	t          *testing.T
+	fast, full *Engine
+	pf, pg     *rand.PCG // their random sources, compared after every operation
+	rng        *rand.Rand
+	now        time.Time
+	ids        []string
+	// Coverage: selections answered by the fast path, decisions made among tied minimum costs,
+	// and selections that fell back to the general path.
+	fastHits, ties, fallbacks int
+}
+
+func newTwin(t *testing.T, cfg Config, seed uint64) *twin {
+	t.Helper()
+	pf, pg := rand.NewPCG(seed, 77), rand.NewPCG(seed, 77)
+	a, err := New(cfg, Options{Rand: rand.New(pf), WriterID: 5})
+	noErr(t, err)
+	b, err := New(cfg, Options{Rand: rand.New(pg), WriterID: 5})
+	noErr(t, err)
+	b.scratch.fast.disabled = true
+	return &twin{t: t, fast: a, full: b, pf: pf, pg: pg, rng: rand.New(rand.NewPCG(seed, 1)), now: t0}
+}
+
+// same fails unless both engines produced equal results and their random sources agree.
+func (tw *twin) same(step int, op string, ra, rb any, ea, eb error) {
+	tw.t.Helper()
+	if fmt.Sprint(ea) != fmt.Sprint(eb) {
+		tw.t.Fatalf("step %d %s: errors differ: fast %v, full %v", step, op, ea, eb)
+	}
+	if !reflect.DeepEqual(ra, rb) {
+		tw.t.Fatalf("step %d %s: results differ:\nfast %+v\nfull %+v", step, op, ra, rb)
+	}
+	sa, _ := tw.pf.MarshalBinary()
+	sb, _ := tw.pg.MarshalBinary()
+	if !bytes.Equal(sa, sb) {
+		tw.t.Fatalf("step %d %s: random sources diverged", step, op)
+	}
+	fa, fb := tw.fast.TakeEffects(nil), tw.full.TakeEffects(nil)
+	if !reflect.DeepEqual(fa, fb) {
+		tw.t.Fatalf("step %d %s: replica effects differ:\nfast %+v\nfull %+v", step, op, fa, fb)
+	}
+	aa, ab := tw.fast.TakeAffinityEffects(nil), tw.full.TakeAffinityEffects(nil)
+	if !reflect.DeepEqual(aa, ab) {
+		tw.t.Fatalf("step %d %s: affinity effects differ:\nfast %+v\nfull %+v", step, op, aa, ab)
+	}
+}
+
+// prompt draws tokens from a few shared prefixes so that ranks overlap and costs tie often.
+func (tw *twin) prompt() []uint32 {
+	sys := toks(1000*tw.rng.IntN(3), 4*tw.rng.IntN(4))
+	tail := toks(50_000+100*tw.rng.IntN(6), tw.rng.IntN(14))
+	return cat(sys, tail)
+}
+
+// request draws a selection request; most are fast-path eligible, some carry what forces the
+// general path (filters, pins, affinity targets, temperature).
+func (tw *twin) request(booking bool) *SelectRequest {
+	r := tw.rng
+	req := &SelectRequest{Prompt: tokenPrompt(tw.prompt())}
+	if r.IntN(2) == 0 {
+		id := fmt.Sprint("s", r.IntN(40))
+		req.SelectionID = &id
+	}
+	if r.IntN(4) == 0 {
+		req.SessionID = ptr(fmt.Sprint("sess", r.IntN(5)))
+	}
+	if r.IntN(5) == 0 {
+		req.ExpectedOutputTokens = ptr(uint32(r.IntN(64)))
+	}
+	if !booking && r.IntN(4) == 0 {
+		req.Advisory = true
+	}
+	if r.IntN(6) == 0 {
+		o := &ConfigOverride{}
+		switch r.IntN(4) {
+		case 0:
+			o.OverlapScoreCredit = ptr(float64(r.IntN(3)) / 2)
+		case 1:
+			o.TrackPrefillTokens = ptr(r.IntN(2) == 0)
+		case 2:
+			o.RouterTemperature = ptr(0.5)
+		default:
+			o.PrefillLoadScale = ptr(0.25 * float64(r.IntN(5)))
+		}
+		req.RouterConfigOverride = o
+	}
+	switch r.IntN(14) {
+	case 0:
+		req.AllowedWorkerIDs = []uint64{uint64(1 + r.IntN(6)), uint64(1 + r.IntN(6))}
+	case 1:
+		req.RoutingConstraints = &RoutingConstraints{PreferredTaints: map[string]float32{"gpu-a": 0.7}}
+	case 2:
+		req.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1 + r.IntN(6))), DPRank: ptr(uint32(r.IntN(4)))}
+	case 3:
+		req.AffinityTarget = &AffinityTarget{WorkerID: ptr(uint64(1 + r.IntN(6)))}
+	}
+	return req
+}
+
+// upsert registers (or re-registers) a random worker: 1–3 DP ranks, sometimes a hint type,
+// a prefill capacity or a taint; worker 6 lives in another partition.
+func (tw *twin) upsert() (WorkerRecord, WorkerRecord, error, error) {
+	r := tw.rng
+	id := uint64(1 + r.IntN(6))
+	size := uint32(1 + r.IntN(3))
+	start := uint32(id-1) * 4
+	hint := r.IntN(3) == 0
+	capacity := r.IntN(3) == 0
+	taint := r.IntN(3) == 0
+	mk := func() WorkerSpec {
+		s := spec(id, dp(start, size))
+		if id == 6 {
+			s.ModelName = ptr("other")
+		}
+		if hint {
+			s.RouterHintWorkerType = ptr("prefill")
+			s.RouterHintSourceControlEndpoints = map[string]string{}
+			for rk := start; rk < start+size; rk++ {
+				s.RouterHintSourceControlEndpoints[fmt.Sprint(rk)] = fmt.Sprintf("tcp://w%d-ctl:%d", id, rk)
+			}
+		}
+		if capacity {
+			s.MaxNumBatchedTokens = ptr(uint64(8 + r.IntN(64)))
+		}
+		if taint {
+			s.Taints = []string{"gpu-a"}
+		}
+		return s
+	}
+	sa := mk()
+	sb := sa // same pointers: specs are read-only for the engine
+	ra, ea := tw.fast.UpsertWorker(sa)
+	rb, eb := tw.full.UpsertWorker(sb)
+	return ra, rb, ea, eb
+}
+
+// kv applies one random KV event (stored chain in a random tier, removal, or clear) to both.
+func (tw *twin) kv() (KVApplyStats, KVApplyStats) {
+	r := tw.rng
+	w := uint64(1 + r.IntN(6))
+	o := Owner{Worker: w, Rank: uint32(w-1)*4 + uint32(r.IntN(3))}
+	var ev KVEvent
+	tokens := tw.prompt()
+	switch r.IntN(8) {
+	case 0:
+		ev = storedEvent(o, TierOf("device"), nil, tokens, 4)
+		ev.Kind = KVRemoved
+		if len(ev.BlockHashes) > 1 {
+			ev.BlockHashes = ev.BlockHashes[len(ev.BlockHashes)/2:]
+		}
+	case 1:
+		ev = KVEvent{Kind: KVCleared}
+	default:
+		tier := []string{"device", "device", "device", "host_pinned", "disk", "external"}[r.IntN(6)]
+		ev = storedEvent(o, TierOf(tier), nil, tokens, 4)
+	}
+	return tw.fast.ApplyKVEvents(o, []KVEvent{ev}), tw.full.ApplyKVEvents(o, []KVEvent{ev})
+}
+
+// checkFastState compares the last fast selection's per-rank arrays with the general path's
+// scored candidates of the same selection.
+func (tw *twin) checkFastState(step int, key PartitionKey) {
+	tw.t.Helper()
+	fs := &tw.fast.scratch.fast
+	cs := tw.full.scratch.cands
+	if len(fs.cost) != len(cs) {
+		tw.t.Fatalf("step %d: fast path scored %d ranks, general path %d", step, len(fs.cost), len(cs))
+	}
+	p := tw.fast.parts[key]
+	minCost, atMin := math.Inf(1), 0
+	for i := range cs {
+		s := &cs[i]
+		ov := fs.ov[i]
+		if p.owners[i] != s.Owner || ov.dev != s.DeviceBlocks || ov.host != s.HostExtBlocks || ov.disk != s.DiskExtBlocks ||
+			int(fs.booked[i]) != s.BookedPrefixBlocks {
+			tw.t.Fatalf("step %d rank %d: fast inputs %v %+v booked %d, general %v dev %d host %d disk %d booked %d", step, i,
+				p.owners[i], ov, fs.booked[i], s.Owner, s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks)
+		}
+		if math.Float64bits(fs.cost[i]) != math.Float64bits(s.cost) {
+			tw.t.Fatalf("step %d rank %d (%v): fast cost %v (%x), general %v (%x)", step, i, s.Owner,
+				fs.cost[i], math.Float64bits(fs.cost[i]), s.cost, math.Float64bits(s.cost))
+		}
+		switch {
+		case s.cost < minCost:
+			minCost, atMin = s.cost, 1
+		case s.cost == minCost:
+			atMin++
+		}
+	}
+	if atMin > 1 {
+		tw.ties++
+	}
+}
+
+// selectOp runs one Select or SelectAndReserve on both engines and compares everything.
+func (tw *twin) selectOp(step int, booking bool) {
+	req := tw.request(booking)
+	hits := tw.fast.scratch.fast.hits
+	var ra, rb *SelectResponse
+	var ea, eb error
+	if booking {
+		if req.SelectionID == nil {
+			// A fresh UUID is drawn from each engine's source: equal sources give equal ids.
+			req.SelectionID = nil
+		}
+		ra, ea = tw.fast.SelectAndReserve(req, tw.now)
+		rb, eb = tw.full.SelectAndReserve(req, tw.now)
+	} else {
+		ra, ea = tw.fast.Select(req, tw.now)
+		rb, eb = tw.full.Select(req, tw.now)
+	}
+	tw.same(step, "select", ra, rb, ea, eb)
+	if ra != nil && ra.SelectionID != nil {
+		tw.ids = append(tw.ids, *ra.SelectionID)
+	}
+	if tw.fast.scratch.fast.hits != hits {
+		tw.fastHits++
+		if ea == nil {
+			tw.checkFastState(step, PartitionKey{Model: DefaultName, Group: DefaultName})
+		}
+	} else {
+		tw.fallbacks++
+	}
+}
+
+// id returns a booking id seen earlier (or an unknown one).
+func (tw *twin) id() string {
+	if len(tw.ids) == 0 || tw.rng.IntN(10) == 0 {
+		return "unknown"
+	}
+	return tw.ids[tw.rng.IntN(len(tw.ids))]
+}
+
+func (tw *twin) run(steps int) {
+	for range 3 {
+		ra, rb, ea, eb := tw.upsert()
+		tw.same(-1, "upsert", ra, rb, ea, eb)
+	}
+	for step := range steps {
+		r := tw.rng
+		switch op := r.IntN(100); {
+		case op < 5:
+			ra, rb, ea, eb := tw.upsert()
+			tw.same(step, "upsert", ra, rb, ea, eb)
+		case op < 7:
+			id := uint64(1 + r.IntN(6))
+			ra, ea := tw.fast.DeleteWorker(id)
+			rb, eb := tw.full.DeleteWorker(id)
+			tw.same(step, "delete", ra, rb, ea, eb)
+		case op < 25:
+			a, b := tw.kv()
+			tw.same(step, "kv", a, b, nil, nil)
+		case op < 45:
+			tw.selectOp(step, false)
+		case op < 70:
+			tw.selectOp(step, true)
+		case op < 76:
+			id := tw.id()
+			req := &ReservationRequest{SelectionID: &id}
+			ra, ea := tw.fast.Reserve(req, tw.now)
+			rb, eb := tw.full.Reserve(req, tw.now)
+			tw.same(step, "reserve", ra, rb, ea, eb)
+		case op < 82:
+			id := tw.id()
+			tw.same(step, "prefill_complete", nil, nil, tw.fast.PrefillComplete(id), tw.full.PrefillComplete(id))
+		case op < 86:
+			id := tw.id()
+			f := ptr(0.5)
+			tw.same(step, "output_block", nil, nil, tw.fast.OutputBlock(id, f), tw.full.OutputBlock(id, f))
+		case op < 93:
+			id := tw.id()
+			tw.same(step, "free", nil, nil, tw.fast.Free(id), tw.full.Free(id))
+		case op < 97:
+			w := uint64(1 + r.IntN(5))
+			tokens := tw.prompt()
+			ev := &ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: fmt.Sprint("peer", r.IntN(20)),
+				Owner: Owner{Worker: w, Rank: uint32(w-1) * 4}, Kind: LifecycleKind(1 + r.IntN(3)), Sender: "peer-a"}
+			if ev.Kind == LifecycleAdd {
+				ev.Add = &ReplicaAdd{TokenSequence: kvhashSeq(tokens), TrackPrefill: true, PrefillTokens: uint64(len(tokens)), ISL: uint64(len(tokens))}
+			}
+			tw.same(step, "replica", tw.fast.ApplyReplica(ev, tw.now), tw.full.ApplyReplica(ev, tw.now), nil, nil)
+		default:
+			tw.now = tw.now.Add(time.Duration(r.IntN(90)) * time.Second)
+			tw.same(step, "sweep", tw.fast.Sweep(tw.now), tw.full.Sweep(tw.now), nil, nil)
+		}
+	}
+	// The observable state ends equal too.
+	tw.same(steps, "loads", tw.fast.Loads("", ""), tw.full.Loads("", ""), nil, nil)
+}
+
+// TestFastPathDifferential: the fast path decides exactly as the general path, for every cost
+// policy and the configurations that change its arithmetic or its eligibility.
+func TestFastPathDifferential(t *testing.T) {
+	configs := map[string]func(*Config){
+		"dynamo":   func(*Config) {},
+		"kvselect": func(c *Config) { *c = KVSelectDefaults() },
+		"kvselect_tiers": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 0.3
+		},
+		"decay": func(c *Config) { c.OverlapScoreCreditDecay = 0.5 },
+		// Weights that are not dyadic fractions: any reassociation of the arithmetic changes bits.
+		"odd_weights": func(c *Config) {
+			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight, c.OverlapScoreCreditDecay = 0.7, 1.1, 0.3, 0.13
+		},
+		"odd_weights_no_decay": func(c *Config) {
+			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight = 0.7, 1.1, 0.3
+		},
+		"tiers_weights": func(c *Config) {
+			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 1.5
+		},
+		"no_prefill":  func(c *Config) { c.TrackPrefillTokens = false },
+		"queueing":    func(c *Config) { c.QueueThreshold = ptr(0.5) },
+		"sessions":    func(c *Config) { c.SessionAffinityTTL = time.Minute },
+		"approximate": func(c *Config) { c.UseKVEvents = false },
+		"busy_flags":  func(c *Config) { c.DecodeBusyThreshold, c.PrefillBusyThreshold = ptr(0.01), ptr(0.01) },
+		"temperature": func(c *Config) { c.Temperature = 0.3 }, // never fast: checks the fallback
+	}
+	steps := 1500
+	if testing.Short() {
+		steps = 400
+	}
+	for name, edit := range configs {
+		t.Run(name, func(t *testing.T) {
+			hits, ties := 0, 0
+			for seed := range uint64(4) {
+				cfg := DefaultConfig()
+				edit(&cfg)
+				noErr(t, cfg.Validate())
+				tw := newTwin(t, cfg, seed)
+				tw.run(steps)
+				hits += tw.fastHits
+				ties += tw.ties
+			}
+			if name == "temperature" {
+				if hits != 0 {
+					t.Fatalf("%d selections took the fast path at temperature > 0", hits)
+				}
+				return
+			}
+			if hits < 100 || ties < 20 {
+				t.Fatalf("weak workload: %d fast selections, %d with tied minimum costs", hits, ties)
+			}
+			t.Logf("%d fast selections, %d decided among tied minimum costs", hits, ties)
+		})
+	}
+}
