@@ -56,4 +56,3 @@ func BenchmarkFastSteps(b *testing.B) {
 		}
 	})
 }
-

@@ -47,6 +47,21 @@ func (t *Tracker) LoadAt(i int) RankLoad {
 	}
 }
 
+// CountersAt returns the fields of LoadAt(i) but the owner, as separate values: prefill is
+// ActivePrefillTokens, blocks ActiveBlocks, requests ActiveRequests, pending PendingPrefills and
+// squares PrefillSquares. Out of range all are zero.
+//
+// It exists for per-owner loops: it inlines, and its results stay in registers (a RankLoad,
+// with more than four fields, is built in memory, and copying it field by field then as a whole
+// defeats store forwarding), while results a caller does not use are never computed.
+func (t *Tracker) CountersAt(i int) (prefill, blocks uint64, requests, pending int, squares uint64) {
+	if uint(i) >= uint(len(t.order)) {
+		return 0, 0, 0, 0, 0
+	}
+	st := &t.owners[t.order[i]]
+	return st.prefill, roundBlocks(st.weight), len(st.bookings), st.pending, st.squares
+}
+
 // ActivePrefixOrdinals is ActivePrefix answered by ordinal: it returns dst
 // resized to Owners() entries (reusing its capacity), where entry i is the
 // live prefix length of the owner at ordinal i, 0 for owners not met, capped at

@@ -79,6 +79,10 @@ func checkOrdinals(h *harness, want []RankLoad, dst []uint32, nonEmpty *int) ([]
 		if got := tr.LoadAt(i); got != w {
 			return dst, fmt.Errorf("LoadAt(%d) = %+v, reference %+v", i, got, w)
 		}
+		prefill, blocks, requests, pending, squares := tr.CountersAt(i)
+		if got := (RankLoad{w.Owner, prefill, blocks, requests, pending, squares}); got != w {
+			return dst, fmt.Errorf("CountersAt(%d) = %+v, reference %+v", i, got, w)
+		}
 	}
 	for _, i := range []int{-1, len(want), len(want) + 5} {
 		if o, ok := tr.OwnerAt(i); ok || o != (Owner{}) {
@@ -86,6 +90,9 @@ func checkOrdinals(h *harness, want []RankLoad, dst []uint32, nonEmpty *int) ([]
 		}
 		if got := tr.LoadAt(i); got != (RankLoad{}) {
 			return dst, fmt.Errorf("LoadAt(%d) out of range = %+v", i, got)
+		}
+		if p, b, r, n, q := tr.CountersAt(i); p|b|q != 0 || r|n != 0 {
+			return dst, fmt.Errorf("CountersAt(%d) out of range = %d %d %d %d %d", i, p, b, r, n, q)
 		}
 	}
 	queries := [][]uint64{h.prompt(), nil}
