@@ -45,6 +45,7 @@ type Engine struct {
 
 	// scratch buffers reused across selections (the engine is single-threaded).
 	scratch selectScratch
+	dups    []uint64 // scratch of the duplicate-hash check of long stored chains
 }
 
 // Options carries what the engine cannot obtain itself.

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/kvselect/kvselect/core/engine/kvhash"
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
@@ -98,7 +100,7 @@ func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
 }
 
 func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStats) {
-	if hasDuplicate(ev.Parent, ev.HasParent, ev.BlockHashes) {
+	if e.hasDuplicate(ev.Parent, ev.HasParent, ev.BlockHashes) {
 		st.Dropped++
 		return
 	}
@@ -155,9 +157,10 @@ func (e *Engine) storeBlocks(p *partition, o Owner, ev *KVEvent, blocks []radix.
 }
 
 // hasDuplicate reports whether any hash repeats within the parent and the chain (Dynamo drops
-// such events: a cycle would corrupt the tree).
-func hasDuplicate(parent uint64, hasParent bool, hs []uint64) bool {
-	if len(hs) <= 8 {
+// such events: a cycle would corrupt the tree). Short chains are compared pairwise; long ones are
+// sorted in the reusable scratch buffer, so the check never allocates in steady state.
+func (e *Engine) hasDuplicate(parent uint64, hasParent bool, hs []uint64) bool {
+	if len(hs) <= 16 {
 		for i, h := range hs {
 			if hasParent && h == parent {
 				return true
@@ -170,15 +173,16 @@ func hasDuplicate(parent uint64, hasParent bool, hs []uint64) bool {
 		}
 		return false
 	}
-	seen := make(map[uint64]struct{}, len(hs)+1)
+	buf := append(e.dups[:0], hs...)
 	if hasParent {
-		seen[parent] = struct{}{}
+		buf = append(buf, parent)
 	}
-	for _, h := range hs {
-		if _, dup := seen[h]; dup {
+	slices.Sort(buf)
+	e.dups = buf
+	for i := 1; i < len(buf); i++ {
+		if buf[i] == buf[i-1] {
 			return true
 		}
-		seen[h] = struct{}{}
 	}
 	return false
 }
