@@ -82,12 +82,19 @@ func (br *BusReplicator) applyAIBrixSession(a *bus.Affinity) {
 	if st == nil {
 		return // no AIBrix sessions on this replica
 	}
-	st.Apply(&AIBrixSessionEvent{
+	ev := aibrixEventFromBus(a)
+	st.Apply(&ev, br.svc.clock())
+}
+
+// aibrixEventFromBus translates a received target binding (the inverse of
+// PublishAIBrixSession; Group is not interpreted).
+func aibrixEventFromBus(a *bus.Affinity) AIBrixSessionEvent {
+	return AIBrixSessionEvent{
 		Key:      AIBrixSessionKey{Model: a.Model, Session: a.SessionID},
 		Target:   AIBrixTarget{Candidate: a.Target, Port: a.Port},
 		TTL:      time.Duration(a.TTLMillis) * time.Millisecond,
 		Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
-	}, br.svc.clock())
+	}
 }
 
 // ttlMillis converts a TTL to the wire's milliseconds: 0 stays 0 (removal), a positive TTL

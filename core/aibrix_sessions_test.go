@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/bus"
 )
 
 // Pure tests of the AIBrix session table (aibrix_sessions.go): version rules against explicit
@@ -382,4 +384,73 @@ func targetsFor(i int) AIBrixTarget {
 		return podX
 	}
 	return podY
+}
+
+// TestAIBrixWireRoundTrip: what PublishAIBrixSession puts on the bus comes back from
+// aibrixEventFromBus as the same event (TTL at millisecond precision, rounded up), and
+// ttlMillis saturates instead of wrapping.
+func TestAIBrixWireRoundTrip(t *testing.T) {
+	tests := []struct {
+		ttl, want time.Duration
+	}{
+		{time.Minute, time.Minute},
+		{0, 0},
+		{-time.Second, 0},
+		{time.Nanosecond, time.Millisecond},
+		{1500 * time.Microsecond, 2 * time.Millisecond},
+		{100 * 24 * time.Hour, time.Duration(math.MaxUint32) * time.Millisecond},
+	}
+	for _, tt := range tests {
+		ev := AIBrixSessionEvent{Key: keyA, Target: podX, TTL: tt.ttl, Sequence: 9, Writer: 4}
+		a := &bus.Affinity{Sender: "peer", Model: ev.Key.Model, Group: aibrixAffinityGroup, SessionID: ev.Key.Session,
+			Sequence: ev.Sequence, Writer: ev.Writer, Target: ev.Target.Candidate, Port: ev.Target.Port, TTLMillis: ttlMillis(ev.TTL)}
+		raw, err := bus.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := bus.DecodeEnvelope(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := aibrixEventFromBus(m.(*bus.Affinity))
+		want := ev
+		want.TTL, want.Sender = tt.want, "peer"
+		if got != want {
+			t.Fatalf("ttl %v: got %+v, want %+v", tt.ttl, got, want)
+		}
+	}
+}
+
+// FuzzAIBrixSessionsFromWire feeds arbitrary bus bytes to a small table the way the replicator
+// does (decode, keep target bindings, apply), interleaved with local binds and reads. Nothing
+// may panic, the table never exceeds its bound, and a local bind is always readable at once.
+func FuzzAIBrixSessionsFromWire(f *testing.F) {
+	seed := &bus.Affinity{Sender: "peer", BootID: 1, Model: "llama", Group: aibrixAffinityGroup, SessionID: "user-1",
+		Sequence: 5, Writer: 2, Target: "ns/x", Port: 8000, TTLMillis: 1000}
+	if raw, err := bus.Marshal(seed); err == nil {
+		f.Add(raw, uint8(3))
+	}
+	f.Add([]byte{0x95, 1, 2, 0xa1, 'p', 1, 0x9a}, uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, op uint8) {
+		s := NewAIBrixSessions(AIBrixSessionConfig{MaxEntries: 3}, 1, func(*AIBrixSessionEvent) {})
+		m, err := bus.DecodeEnvelope(data)
+		a, ok := m.(*bus.Affinity)
+		if err != nil || !ok || a.Target == "" {
+			return
+		}
+		ev := aibrixEventFromBus(a)
+		for i := range 5 {
+			now := at(time.Duration(i) * time.Duration(op) * time.Millisecond)
+			s.Apply(&ev, now)
+			ev.Key.Session += "'"
+			k := AIBrixSessionKey{Model: a.Model, Session: fmt.Sprint(i, op)}
+			s.Bind(k, podX, time.Second, now)
+			if got, ok := s.Get(k, now); !ok || got != podX {
+				t.Fatalf("local bind unreadable: %+v, %v", got, ok)
+			}
+			if n := s.Stats().Entries; n > 3 {
+				t.Fatalf("%d entries above the bound", n)
+			}
+		}
+	})
 }
