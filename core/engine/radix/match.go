@@ -51,6 +51,13 @@ func (ix *Index) Match(local []uint64, m *Match) {
 		return
 	}
 	m.Owners = m.Owners[:0]
+	ix.walk(local, m)
+	ix.emit(m)
+}
+
+// walk runs Match's path walk, leaving every owner's counts in m.cnt by rank with its bit set
+// in m.hit (the emitters read and clear both).
+func (ix *Index) walk(local []uint64, m *Match) {
 	m.live = m.live[:0]
 	if nr := len(ix.own.sorted); len(m.cnt) < nr {
 		m.cnt = make([][NumTiers]int32, nr)
@@ -93,7 +100,6 @@ func (ix *Index) Match(local []uint64, m *Match) {
 			m.record(l.rank, l.phase, depth-l.start)
 		}
 	}
-	ix.emit(m)
 }
 
 // record stores count c for phase of the owner of rank r (c == 0 leaves the owner unreported).

@@ -80,6 +80,9 @@ type owners struct {
 	// hot loops (4 and 16 bytes per owner instead of a 32-byte ownerInfo).
 	rankOf []uint32
 	byRank []Owner
+	// version counts changes of the live set (an intern of a new owner, a release): ranks are
+	// stable while it is unchanged (see Index.Version).
+	version uint64
 }
 
 type ownerInfo struct {
@@ -119,6 +122,7 @@ func (ot *owners) intern(o Owner) (idx uint32, ok bool) {
 	})
 	ot.sorted = slices.Insert(ot.sorted, pos, idx)
 	ot.renumber(pos)
+	ot.version++
 	return idx, true
 }
 
@@ -127,6 +131,7 @@ func (ot *owners) release(idx uint32) {
 	pos := int(ot.list[idx].rank)
 	ot.sorted = slices.Delete(ot.sorted, pos, pos+1)
 	ot.renumber(pos)
+	ot.version++
 	delete(ot.byOwner, ot.list[idx].o)
 	ot.list[idx] = ownerInfo{}
 	ot.freeIdx = append(ot.freeIdx, idx)

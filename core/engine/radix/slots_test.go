@@ -1,0 +1,140 @@
+package radix
+
+import (
+	"slices"
+	"testing"
+)
+
+// slotTable maps every rank of ix to a slot: owners in want get their position in want, the
+// others -1 (the caller's view: its own owner list, a subset of the index's or a superset).
+func slotTable(ix *Index, want []Owner) []int32 {
+	slot := make([]int32, ix.Owners())
+	for r := range slot {
+		o, ok := ix.OwnerAt(r)
+		slot[r] = -1
+		if i := slices.Index(want, o); ok && i >= 0 {
+			slot[r] = int32(i)
+		}
+	}
+	return slot
+}
+
+// checkSlots compares MatchSlots with Match on every probe, for a caller owner list that keeps
+// some of the index's owners (shuffled), drops others and adds unknown ones, and for a slot
+// table that is too short (a stale caller).
+func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []Owner) {
+	t.Helper()
+	// Ranks enumerate the owners in (Worker, Rank) order.
+	var ranked []Owner
+	for r := range ix.Owners() {
+		o, ok := ix.OwnerAt(r)
+		if !ok {
+			t.Fatalf("OwnerAt(%d) out of range with %d owners", r, ix.Owners())
+		}
+		ranked = append(ranked, o)
+	}
+	if !slices.IsSortedFunc(ranked, Owner.Compare) || ix.Owners() != ix.Stats().Owners {
+		t.Fatalf("ranked owners %v not sorted or count %d != Stats %d", ranked, ix.Owners(), ix.Stats().Owners)
+	}
+	if _, ok := ix.OwnerAt(ix.Owners()); ok {
+		t.Fatalf("OwnerAt(Owners()) reported an owner")
+	}
+	if _, ok := ix.OwnerAt(-1); ok {
+		t.Fatalf("OwnerAt(-1) reported an owner")
+	}
+	slot := slotTable(ix, callers)
+	var m, ms Match
+	dst := make([]Counts, len(callers))
+	for _, q := range probes {
+		ix.Match(q, &m)
+		want := make([]Counts, len(callers))
+		for _, om := range m.Owners {
+			if i := slices.Index(callers, om.Owner); i >= 0 {
+				want[i] = Counts{om.Device, om.HostExt, om.DiskExt, om.ExternalExt}
+			}
+		}
+		for i := range dst {
+			dst[i] = Counts{-7, -7, -7, -7} // untouched entries must stay as they were
+		}
+		ix.MatchSlots(q, &ms, slot, dst)
+		for i := range dst {
+			if want[i] == (Counts{}) {
+				want[i] = Counts{-7, -7, -7, -7}
+			}
+		}
+		if !slices.Equal(dst, want) {
+			t.Fatalf("MatchSlots(%v) = %v, Match says %v (callers %v)", q, dst, want, callers)
+		}
+		if len(ms.Owners) != 0 {
+			t.Fatalf("MatchSlots left %d OwnerMatch records", len(ms.Owners))
+		}
+		// A stale, short table skips the ranks it lacks and still panics on nothing.
+		clear(dst)
+		ix.MatchSlots(q, &ms, slot[:len(slot)/2], dst)
+		ix.MatchSlots(q, nil, slot, dst)
+		// The scratch is clean afterwards: a plain Match on the same value agrees with m.
+		ix.Match(q, &ms)
+		if !slices.Equal(ms.Owners, m.Owners) {
+			t.Fatalf("Match after MatchSlots = %v, want %v", ms.Owners, m.Owners)
+		}
+	}
+}
+
+// TestMatchSlotsAgainstMatch runs the random operation generator and, every few steps, checks
+// MatchSlots against Match and that Version moves exactly when the owner set changes.
+func TestMatchSlotsAgainstMatch(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 40
+	}
+	moves := 0
+	for seed := range uint64(seeds) {
+		g := newOpGen(seed)
+		ix, ref := New(), newRef()
+		probes := g.probes()
+		// Callers: the generator's owners shuffled, minus one, plus an owner the index never sees.
+		callers := slices.Clone(g.owners)
+		g.r.Shuffle(len(callers), func(i, j int) { callers[i], callers[j] = callers[j], callers[i] })
+		callers = append(callers[1:], Owner{Worker: 999, Rank: 9})
+		for step := range 200 {
+			before, owners := ix.Version(), ownerSet(ix)
+			g.step(t, ix, ref)
+			changed := !slices.Equal(owners, ownerSet(ix))
+			if moved := ix.Version() != before; moved != changed {
+				t.Fatalf("seed %d step %d: Version moved=%v, owner set changed=%v", seed, step, moved, changed)
+			} else if moved {
+				moves++
+			}
+			if step%10 == 9 {
+				checkSlots(t, ix, probes, callers)
+			}
+		}
+	}
+	if moves == 0 {
+		t.Fatal("no owner-set change happened: weak workload")
+	}
+}
+
+func ownerSet(ix *Index) []Owner {
+	var out []Owner
+	for r := range ix.Owners() {
+		o, _ := ix.OwnerAt(r)
+		out = append(out, o)
+	}
+	return out
+}
+
+// TestMatchSlotsWorkload checks MatchSlots against Match on the production-shaped workload
+// (hundreds of owners sharing system prompts: the implicit first-node path and wide emits).
+func TestMatchSlotsWorkload(t *testing.T) {
+	c := defaultWL
+	c.workers, c.ranks, c.conversations, c.queryLen = 16, 8, 800, 48
+	w := genWorkload(c)
+	ix := w.build(t)
+	callers := slices.Clone(w.owners[3:])
+	callers = append(callers, Owner{Worker: 1, Rank: 1})
+	checkSlots(t, ix, w.queries[:60], callers)
+	if n := ix.Owners(); n < 100 {
+		t.Fatalf("workload has only %d owners", n)
+	}
+}
