@@ -43,9 +43,13 @@ func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []Owner) {
 		t.Fatalf("OwnerAt(-1) reported an owner")
 	}
 	slot := slotTable(ix, callers)
-	var m, ms Match
+	// m serves only Match (the reference); ms only MatchSlots, carrying its scratch from probe to
+	// probe; mix alternates MatchSlots on the previous probe with Match on this one, so scratch
+	// left dirty by MatchSlots would show up in the next answer of either.
+	var m, ms, mix Match
 	dst := make([]Counts, len(callers))
-	for _, q := range probes {
+	spare := make([]Counts, len(callers))
+	for k, q := range probes {
 		ix.Match(q, &m)
 		want := make([]Counts, len(callers))
 		for _, om := range m.Owners {
@@ -68,14 +72,15 @@ func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []Owner) {
 		if len(ms.Owners) != 0 {
 			t.Fatalf("MatchSlots left %d OwnerMatch records", len(ms.Owners))
 		}
-		// A stale, short table skips the ranks it lacks and still panics on nothing.
-		clear(dst)
-		ix.MatchSlots(q, &ms, slot[:len(slot)/2], dst)
-		ix.MatchSlots(q, nil, slot, dst)
-		// The scratch is clean afterwards: a plain Match on the same value agrees with m.
-		ix.Match(q, &ms)
-		if !slices.Equal(ms.Owners, m.Owners) {
-			t.Fatalf("Match after MatchSlots = %v, want %v", ms.Owners, m.Owners)
+		// A stale, short table skips the ranks it lacks and panics on nothing; so does nil.
+		ix.MatchSlots(q, &ms, slot[:len(slot)/2], spare)
+		ix.MatchSlots(q, nil, slot, spare)
+		if k > 0 {
+			ix.MatchSlots(probes[k-1], &mix, slot, spare)
+		}
+		ix.Match(q, &mix)
+		if !slices.Equal(mix.Owners, m.Owners) {
+			t.Fatalf("Match(%v) after MatchSlots = %v, want %v", q, mix.Owners, m.Owners)
 		}
 	}
 }
