@@ -454,3 +454,38 @@ func FuzzAIBrixSessionsFromWire(f *testing.F) {
 		}
 	})
 }
+
+// TestAIBrixSessionsConcurrent runs local binds, reads and peer applies of overlapping
+// sessions from several goroutines (run with -race): the table stays within its bound and
+// every session ends bound to one of the targets that were written.
+func TestAIBrixSessionsConcurrent(t *testing.T) {
+	s := NewAIBrixSessions(AIBrixSessionConfig{MaxEntries: 64}, 1, func(*AIBrixSessionEvent) {})
+	targets := []AIBrixTarget{podX, podY}
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 2000 {
+				k := AIBrixSessionKey{Model: "m", Session: fmt.Sprint(i % 100)}
+				now := at(time.Duration(i) * time.Millisecond)
+				switch (g + i) % 3 {
+				case 0:
+					s.Bind(k, targets[i%2], time.Second, now)
+				case 1:
+					s.Apply(&AIBrixSessionEvent{Key: k, Target: targets[(i+1)%2], TTL: time.Second,
+						Sequence: uint64(i), Writer: uint64(g + 10)}, now)
+				default:
+					if got, ok := s.Get(k, now); ok && got != podX && got != podY {
+						t.Errorf("session %v bound to unknown %+v", k, got)
+					}
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if n := s.Stats().Entries; n > 64 {
+		t.Fatalf("%d entries above the bound", n)
+	}
+}
