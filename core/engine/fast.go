@@ -1,6 +1,10 @@
 package engine
 
-import "math"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/core/engine/radix"
+)
 
 // The selection fast path. Most selections carry no per-request filter, override of the picker,
 // pin, affinity target or live session binding, and the engine has no custom scorer: then the
@@ -11,7 +15,7 @@ import "math"
 // chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
 // kvselectTerms) from compact per-rank arrays instead:
 //
-//   - tiered overlap from the index match, merged by owner into one 12-byte record per rank;
+//   - tiered overlap scattered by the index match (radix.MatchSlots) into one record per rank;
 //   - booked prefix lengths written by the load tracker straight into a per-ordinal array
 //     (Tracker.ActivePrefixOrdinals), with no sorted entry list and no merge;
 //   - loads read in place from the tracker by ordinal (Tracker.LoadAt), never copied;
@@ -29,15 +33,10 @@ import "math"
 // (worker, rank), same set). rebuild checks this once; partition.ordinalsValid re-checks, in O(1),
 // that no owner came or went since. When it fails the general path runs.
 
-// overlap is one rank's tiered prefix overlap with the request, in blocks.
-type overlap struct {
-	dev, host, disk int32
-}
-
 // fastScratch holds the fast path's per-rank arrays (reused across selections; the engine is
 // single-threaded). All are indexed by candidate (= tracker ordinal).
 type fastScratch struct {
-	ov     []overlap
+	ov     []radix.Counts // tiered overlap: device, host, disk, external (blocks)
 	booked []uint32
 	cost   []float64
 	loads  []RankLoad // loads of the materialised ranks only
@@ -70,26 +69,12 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 	f.hits++
 	nc := len(p.cands)
 
-	// Tiered overlap, merged by owner: both lists are sorted by (worker, rank).
+	// Tiered overlap, scattered by the index straight into the per-rank array.
 	ov := resize(f.ov, nc)
 	clear(ov)
 	f.ov = ov
 	if len(n.block) > 0 {
-		p.index.Match(n.block, &e.scratch.match)
-		owners := p.owners[:nc]
-		j := 0
-		for k := range e.scratch.match.Owners {
-			m := &e.scratch.match.Owners[k]
-			for j < nc && ownerLess(owners[j], m.Owner) {
-				j++
-			}
-			if j == nc {
-				break
-			}
-			if owners[j] == m.Owner {
-				ov[j] = overlap{m.Device, m.HostExt, m.DiskExt + m.ExternalExt}
-			}
-		}
+		p.index.MatchSlots(n.block, &e.scratch.match, p.slotTable(), ov)
 	}
 	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
 	f.booked = booked
@@ -103,7 +88,7 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			cost[i] = k.costOf(o.dev, o.host, o.disk, int(booked[i]), prefill, squares, pending, requests)
+			cost[i] = k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
 		}
 	} else {
 		k := newDynamoTerms(n, p.blockSize, w)
@@ -117,10 +102,10 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 		for i := range cost {
 			prefill, blocks, requests, _, _ := tr.CountersAt(i)
 			o := &ov[i]
-			if o.host|o.disk == 0 && k.simple {
-				cost[i] = k.simpleCost(o.dev, int(booked[i]), prefill, blocks, requests)
+			if o[1]|o[2]|o[3] == 0 && k.simple {
+				cost[i] = k.simpleCost(o[0], int(booked[i]), prefill, blocks, requests)
 			} else {
-				cost[i] = k.costGeneral(o.dev, o.host, o.disk, int(booked[i]), prefill, blocks, requests)
+				cost[i] = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
 			}
 		}
 	}
@@ -197,9 +182,9 @@ func (e *Engine) materialize(sel *selection, best int, booking bool) {
 	f.cands = cs
 	for i := lo; i < hi; i++ {
 		loads[i-lo] = p.tracker.LoadAt(i)
-		o, c := f.ov[i], p.cands[i]
+		o, c := &f.ov[i], p.cands[i]
 		cs[i-lo] = scored{
-			Candidate: Candidate{Owner: p.owners[i], DeviceBlocks: o.dev, HostExtBlocks: o.host, DiskExtBlocks: o.disk,
+			Candidate: Candidate{Owner: p.owners[i], DeviceBlocks: o[0], HostExtBlocks: o[1], DiskExtBlocks: o[2] + o[3],
 				BookedPrefixBlocks: int(f.booked[i]), Load: &loads[i-lo]},
 			w: c.w, eligible: true, cost: f.cost[i],
 		}

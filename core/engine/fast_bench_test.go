@@ -45,7 +45,7 @@ func BenchmarkFastSteps(b *testing.B) {
 			for j := range fs.cost {
 				prefill, blocks, requests, _, _ := p.tracker.CountersAt(j)
 				o := &fs.ov[j]
-				fs.cost[j] = k.simpleCost(o.dev, int(fs.booked[j]), prefill, blocks, requests)
+				fs.cost[j] = k.simpleCost(o[0], int(fs.booked[j]), prefill, blocks, requests)
 			}
 		}
 	})

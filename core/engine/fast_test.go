@@ -193,7 +193,7 @@ func (tw *twin) checkFastState(step int, key PartitionKey) {
 	for i := range cs {
 		s := &cs[i]
 		ov := fs.ov[i]
-		if p.owners[i] != s.Owner || ov.dev != s.DeviceBlocks || ov.host != s.HostExtBlocks || ov.disk != s.DiskExtBlocks ||
+		if p.owners[i] != s.Owner || ov[0] != s.DeviceBlocks || ov[1] != s.HostExtBlocks || ov[2]+ov[3] != s.DiskExtBlocks ||
 			int(fs.booked[i]) != s.BookedPrefixBlocks {
 			tw.t.Fatalf("step %d rank %d: fast inputs %v %+v booked %d, general %v dev %d host %d disk %d booked %d", step, i,
 				p.owners[i], ov, fs.booked[i], s.Owner, s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks)

@@ -59,6 +59,14 @@ type partition struct {
 	// booked prefixes by ordinal only while the tracker still has that version.
 	ordVersion uint64
 	ordOK      bool
+	// radixSlot[r] is the candidate index of index owner rank r, or -1 (radix.MatchSlots). It is
+	// valid while index is radixFor at version radixVer and cands are unchanged; rebuild and
+	// resetIndex drop it (radixFor = nil), and an index replaced elsewhere (recovery) fails the
+	// pointer check. The pointer only ever retains an index the partition just dropped until the
+	// next selection, and those are empty (recovery installs only into empty indexes).
+	radixSlot []int32
+	radixFor  *radix.Index
+	radixVer  uint64
 }
 
 func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
@@ -99,6 +107,28 @@ func (p *partition) rebuild() {
 		p.owners = append(p.owners, c.owner())
 	}
 	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
+	p.radixFor = nil
+}
+
+// slotTable returns radixSlot, rebuilt first when the index or its owner set changed. Cost
+// O(index owners · log candidates) when rebuilt, O(1) otherwise.
+func (p *partition) slotTable() []int32 {
+	ix := p.index
+	if p.radixFor == ix && p.radixVer == ix.Version() {
+		return p.radixSlot
+	}
+	n := ix.Owners()
+	slot := p.radixSlot[:0]
+	for r := range n {
+		o, _ := ix.OwnerAt(r)
+		i, ok := slices.BinarySearchFunc(p.owners, o, Owner.Compare)
+		if !ok {
+			i = -1
+		}
+		slot = append(slot, int32(i))
+	}
+	p.radixSlot, p.radixFor, p.radixVer = slot, ix, ix.Version()
+	return slot
 }
 
 // checkOrdinals reports whether the tracker's owners are exactly cands, in the same order (the
@@ -135,6 +165,7 @@ func (p *partition) schedulableRank(o Owner) (*worker, bool) {
 // resetIndex replaces the prefix index with an empty one (the partition's shape changed).
 func (p *partition) resetIndex(approximate bool) {
 	p.index = radix.New()
+	p.radixFor = nil
 	p.approx = nil
 	if approximate {
 		p.approx = newApproxTTL()
