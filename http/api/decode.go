@@ -1,14 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // maxBody is Dynamo's request body limit (8 MiB).
@@ -33,61 +32,128 @@ func (e *httpError) Error() string { return e.msg }
 func (e *httpError) Unwrap() error { return e.kind }
 
 // decodeJSON reads a JSON object body into v the way axum's Json extractor does: the content
-// type must be application/json (415), the body at most 8 MiB (413), syntax errors are 400 and
-// type errors or missing required fields 422. Unknown fields are ignored.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || !(mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+// type must be application/json or application/*+json (415, checked before the body is read),
+// the body at most 8 MiB (413), syntax errors are 400 and data errors (wrong types, duplicate
+// fields, a body that is not an object) 422. Field names match case-sensitively and unknown
+// fields are ignored. t is v's decoding table (jsonrequests.go).
+func decodeJSON[T any](w http.ResponseWriter, r *http.Request, v *T, t *structTable[T]) error {
+	if !isJSONContentType(r.Header.Get("Content-Type")) {
 		return &httpError{errUnsupportedMedia, "Expected request with `Content-Type: application/json`"}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	buf, err := readBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &httpError{errBodyTooLarge, "Failed to buffer the request body: length limit exceeded"}
-		}
-		return &httpError{errMalformedJSON, "Failed to read the request body: " + err.Error()}
+		return err
 	}
-	return unmarshal(body, v)
+	err = decodeBody(*buf, v, t)
+	putBody(buf) // nothing decoded aliases the body: every string was copied out
+	return err
 }
 
-// unmarshal decodes one JSON value, rejecting trailing data.
-func unmarshal(body []byte, v any) error {
-	// Every body is a JSON object. encoding/json decodes a bare null into a struct as a no-op,
-	// which would run the handler on an empty request; serde rejects it as a data error (422).
-	if bytes.Equal(bytes.Trim(body, " \t\r\n"), []byte("null")) {
-		return &httpError{errUnprocessable, "Failed to deserialize the JSON body into the target type: invalid type: null, expected a JSON object"}
+// isJSONContentType reports whether a Content-Type header names JSON. The exact common value
+// is accepted without parsing (mime.ParseMediaType allocates).
+func isJSONContentType(ct string) bool {
+	if ct == "application/json" {
+		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(v); err != nil {
-		return classify(err)
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")))
+}
+
+// bodyPool recycles request body buffers. Buffers that grew past maxPooledBody are dropped so
+// that one huge request does not pin its memory.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+const maxPooledBody = 1 << 20
+
+func putBody(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		*b = (*b)[:0]
+		bodyPool.Put(b)
 	}
-	if dec.More() {
-		return &httpError{errMalformedJSON, "Failed to parse the request body as JSON: trailing characters"}
+}
+
+// readBody reads the whole body into a pooled buffer (return it with putBody). A declared
+// Content-Length within the limit is trusted for sizing (net/http already stops the body
+// there); otherwise the read is capped by http.MaxBytesReader, which also makes the server
+// close the connection rather than drain an oversized body.
+func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
+	var src io.Reader = r.Body
+	if r.ContentLength < 0 || r.ContentLength > maxBody {
+		src = http.MaxBytesReader(w, r.Body, maxBody)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &httpError{errMalformedJSON, "Failed to parse the request body as JSON: trailing characters"}
+	bp := bodyPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if n := int(r.ContentLength); n >= 0 && n <= maxBody && cap(b) < n+1 {
+		b = make([]byte, 0, n+1) // +1: the final Read sees EOF without growing the buffer
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := src.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*bp = b
+			return bp, nil
+		}
+		if err != nil {
+			*bp = b
+			putBody(bp)
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, &httpError{errBodyTooLarge, "Failed to buffer the request body: length limit exceeded"}
+			}
+			return nil, &httpError{errMalformedJSON, "Failed to read the request body: " + err.Error()}
+		}
+	}
+}
+
+// nullBodyMsg is the 422 text for a body that is a bare null.
+const nullBodyMsg = "Failed to deserialize the JSON body into the target type: invalid type: null, expected a JSON object"
+
+// decodeBody decodes one JSON object into v, which must be zeroed, and rejects trailing data.
+//
+// Error precedence is encoding/json's (the reference the tests compare against): the syntax of
+// the whole first value is checked before any data error is reported, so a body with both is
+// 400; data errors then win over trailing data after the value; trailing data alone is 400.
+// A bare null is 422 (encoding/json would decode it as a no-op; serde rejects it).
+func decodeBody[T any](body []byte, v *T, t *structTable[T]) error {
+	d := decoder{buf: body}
+	if d.peek() != '{' {
+		return topLevelNotObject(&d)
+	}
+	if err := object(&d, v, t); err != nil {
+		if !isSyntax(err) {
+			if serr := (&decoder{buf: body}).skipValue(); serr != nil {
+				return httpErr(serr)
+			}
+		}
+		return httpErr(err)
+	}
+	if d.ws(); d.pos != len(body) {
+		return httpErr(d.syntaxErr(d.pos, "trailing characters"))
 	}
 	return nil
 }
 
-// classify maps an encoding/json error to axum's split between syntax (400) and data (422).
-func classify(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return &httpError{errMalformedJSON, "Failed to parse the request body as JSON: " + err.Error()}
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "body"
-		}
-		return &httpError{errUnprocessable, fmt.Sprintf("Failed to deserialize the JSON body into the target type: %s: invalid type: expected %s, got JSON %s", field, te.Type, te.Value)}
-	default:
-		return &httpError{errUnprocessable, "Failed to deserialize the JSON body into the target type: " + err.Error()}
+// topLevelNotObject classifies a body whose first value is not an object: malformed (400), a
+// bare null (422), null followed by more (400, as encoding/json decodes the null as a no-op and
+// then finds the trailing data), or any other value (422, whatever follows it).
+func topLevelNotObject(d *decoder) error {
+	d.ws()
+	start := d.pos
+	if err := d.skipValue(); err != nil {
+		return httpErr(err)
 	}
+	c := d.buf[start]
+	if c == 'n' {
+		if d.ws(); d.pos == len(d.buf) {
+			return &httpError{errUnprocessable, nullBodyMsg}
+		}
+		return httpErr(d.syntaxErr(d.pos, "trailing characters"))
+	}
+	d.pos = start
+	return httpErr(d.typeErr("a JSON object"))
 }
 
 // writeJSON writes v as a compact JSON body.

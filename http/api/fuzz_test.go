@@ -47,7 +47,10 @@ func newFuzzService(t *testing.T) *core.Service {
 
 // FuzzHTTPDecode checks that no body makes a fuzzed route panic or answer 5xx (503 for a
 // partition that is not ready is the one allowed), and that every answer is one JSON value,
-// an {"error": string} envelope whenever the status is an error. It serves each input through
+// an {"error": string} envelope whenever the status is an error. It also checks the strict
+// decoder of every request body type against the reference (encoding/json behind an exact-case
+// and duplicate-field pre-pass): same verdict (decoded, 400 or 422) and, when decoded, the same
+// value. It serves each input through
 // the real handler in process (ServeHTTP on a recorder) rather than over a socket, so the fuzzer
 // spends its time in decoding and the engine rather than in the network stack.
 func FuzzHTTPDecode(f *testing.F) {
@@ -66,6 +69,11 @@ func FuzzHTTPDecode(f *testing.F) {
 		`{"worker_id":2,"block_size":0,"data_parallel_size":0}`,
 		`{"session_context":{"session_id":"s","input_trigger":"tool_result","agent_headers":{"h":["v"]}},"token_ids":[1]}`,
 		`null`, `[]`, `{`, `{"token_ids":[4294967296]}`, `{"isl_tokens":1000000,"block_hashes":[],"sequence_hashes":[]}`,
+		// Strictness: case, escaped keys, duplicates, and data errors next to syntax errors.
+		`{"Worker_ID":3,"endpoint":"http://w3","block_size":4}`, `{"worker\u005fid":3,"worker_id":3}`,
+		`{"token_ids":[1,2],"Token_IDs":[3],"token_ids":[4]}`, `{"session_context":{"session_id":"a","session_id":"b"},"token_ids":[1]}`,
+		`{"selection_id":"\ud800\udc00\ud800","token_ids":[ 1 ,2, 3]}`, `{"worker_id":"9",}`, `{"worker_id":"9"} x`,
+		`{"block_hashes":[-9223372036854775808,9223372036854775807],"sequence_hashes":[1,2],"isl_tokens":8}`,
 	}
 	for i, s := range seeds {
 		for r := range fuzzRoutes {
@@ -75,6 +83,9 @@ func FuzzHTTPDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		if err := api.CompareDecoders(body); err != nil {
+			t.Fatal(err)
+		}
 		path := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		svc := newFuzzService(t)
 		defer svc.Close()

@@ -14,7 +14,7 @@ const policyClassHeader = "x-dynamo-meta-policy-class"
 
 func (h *handlers) decodeSelect(w http.ResponseWriter, r *http.Request) (*core.SelectRequest, bool) {
 	var req core.SelectRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeJSON(w, r, &req, selectRequestTable); err != nil {
 		writeError(w, err)
 		return nil, false
 	}
@@ -51,7 +51,7 @@ func (h *handlers) selectAndReserve(w http.ResponseWriter, r *http.Request, _ ht
 
 func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var req core.ReservationRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeJSON(w, r, &req, reservationRequestTable); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -78,7 +78,7 @@ type outputBlockRequest struct {
 
 func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	var req outputBlockRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeJSON(w, r, &req, outputBlockTable); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -1,0 +1,255 @@
+package api
+
+// The reference the strict decoder is compared against: encoding/json, made strict by a
+// pre-pass that knows each struct's fields by reflection. The pre-pass walks the body with
+// encoding/json's own tokenizer, drops members whose key matches no field exactly (so
+// encoding/json's case-insensitive fallback never sees them) and flags a field that appears
+// twice; encoding/json then decodes what is left. It shares no code with the decoder under
+// test, and it is slow, which does not matter here.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// refDecode decodes body into v (a pointer to a zero struct) and returns the status class the
+// strict decoder must produce: 0 (decoded), 400 or 422.
+func refDecode(body []byte, v any) int {
+	if bytes.Equal(bytes.Trim(body, " \t\r\n"), []byte("null")) {
+		return http.StatusUnprocessableEntity
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return http.StatusBadRequest // syntax of the first value, or no value at all
+	}
+	switch raw[0] {
+	case 'n':
+		// null followed by more: encoding/json decodes the null as a no-op and then finds
+		// the trailing data below.
+	case '{':
+		filtered, dup, err := refFilter(raw, reflect.TypeOf(v).Elem())
+		if err != nil {
+			panic(fmt.Sprintf("reference filter failed on valid JSON %q: %v", raw, err))
+		}
+		if dup {
+			return http.StatusUnprocessableEntity
+		}
+		if err := json.Unmarshal(filtered, v); err != nil {
+			return http.StatusUnprocessableEntity
+		}
+	default:
+		return http.StatusUnprocessableEntity
+	}
+	if dec.More() {
+		return http.StatusBadRequest
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return http.StatusBadRequest
+	}
+	return 0
+}
+
+// refFilter rewrites one valid JSON value for type t: struct members are kept only under their
+// exact field name, and dup reports a field seen twice in one object.
+func refFilter(raw []byte, t reflect.Type) (out []byte, dup bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var buf bytes.Buffer
+	dup, err = refWalk(dec, t, &buf)
+	return buf.Bytes(), dup, err
+}
+
+func refWalk(dec *json.Decoder, t reflect.Type, out *bytes.Buffer) (dup bool, err error) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '[' {
+			var elem reflect.Type
+			if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+				elem = t.Elem()
+			}
+			out.WriteByte('[')
+			for i := 0; dec.More(); i++ {
+				if i > 0 {
+					out.WriteByte(',')
+				}
+				d, err := refWalk(dec, elem, out)
+				if err != nil {
+					return false, err
+				}
+				dup = dup || d
+			}
+			_, err = dec.Token()
+			out.WriteByte(']')
+			return dup, err
+		}
+		// An object: a struct's fields by exact name, a map's entries, or (for any other
+		// type, which encoding/json will reject) everything as is.
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = refFields(t)
+		}
+		seen := map[string]bool{}
+		out.WriteByte('{')
+		n := 0
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key := kt.(string)
+			var elem reflect.Type
+			switch {
+			case fields != nil:
+				ft, ok := fields[key]
+				if !ok {
+					var skip json.RawMessage
+					if err := dec.Decode(&skip); err != nil {
+						return false, err
+					}
+					continue
+				}
+				if seen[key] {
+					dup = true
+				}
+				seen[key] = true
+				elem = ft
+			case t != nil && t.Kind() == reflect.Map:
+				elem = t.Elem()
+			}
+			if n > 0 {
+				out.WriteByte(',')
+			}
+			n++
+			kb, _ := json.Marshal(key)
+			out.Write(kb)
+			out.WriteByte(':')
+			d, err := refWalk(dec, elem, out)
+			if err != nil {
+				return false, err
+			}
+			dup = dup || d
+		}
+		_, err = dec.Token()
+		out.WriteByte('}')
+		return dup, err
+	case json.Number:
+		out.WriteString(string(tok))
+	default:
+		b, _ := json.Marshal(tok)
+		out.Write(b)
+	}
+	return false, nil
+}
+
+// refFields returns the JSON fields of struct type t (promoting untagged embedded structs, as
+// encoding/json does) with their types.
+func refFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			for k, v := range refFields(f.Type) {
+				m[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+// compareDecode decodes body with table t and with the reference, and reports any difference
+// in outcome class or, when both decode, in the decoded value.
+func compareDecode[T any](body []byte, t *structTable[T]) error {
+	var mine, ref T
+	got := 0
+	if err := decodeBody(body, &mine, t); err != nil {
+		got = statusOf(err)
+		var he *httpError
+		if !errors.As(err, &he) || !(strings.HasPrefix(he.msg, "Failed to parse the request body as JSON: ") ||
+			strings.HasPrefix(he.msg, "Failed to deserialize the JSON body into the target type: ")) {
+			return fmt.Errorf("%s: error %q is not in axum's format", t.what, err)
+		}
+	}
+	want := refDecode(body, &ref)
+	if got != want {
+		return fmt.Errorf("%s: body %q: decoder says %d, reference %d (0 = decoded)", t.what, body, got, want)
+	}
+	if got == 0 && !reflect.DeepEqual(mine, ref) {
+		return fmt.Errorf("%s: body %q decoded differently:\nmine %#v\nref  %#v", t.what, body, mine, ref)
+	}
+	return nil
+}
+
+// compareAll runs compareDecode for every request table.
+func compareAll(body []byte) error {
+	return errors.Join(
+		compareDecode(body, selectRequestTable),
+		compareDecode(body, reservationRequestTable),
+		compareDecode(body, promptQueryTable),
+		compareDecode(body, workerSpecTable),
+		compareDecode(body, outputBlockTable),
+		compareDecode(body, peerTable),
+	)
+}
+
+// requestTypes are the Go types of every table, for the coverage test and the generator.
+var requestTypes = []struct {
+	typ   reflect.Type
+	names func() []string
+}{
+	{reflect.TypeFor[core.SelectRequest](), func() []string { return tableNames(selectRequestTable) }},
+	{reflect.TypeFor[core.ReservationRequest](), func() []string { return tableNames(reservationRequestTable) }},
+	{reflect.TypeFor[core.PromptQuery](), func() []string { return tableNames(promptQueryTable) }},
+	{reflect.TypeFor[core.WorkerSpec](), func() []string { return tableNames(workerSpecTable) }},
+	{reflect.TypeFor[outputBlockRequest](), func() []string { return tableNames(outputBlockTable) }},
+	{reflect.TypeFor[peerRequest](), func() []string { return tableNames(peerTable) }},
+}
+
+// nestedTypes are the tables of structs nested inside request bodies.
+var nestedTypes = []struct {
+	typ   reflect.Type
+	names func() []string
+}{
+	{reflect.TypeFor[engine.MMObject](), func() []string { return tableNames(mmObjectTable) }},
+	{reflect.TypeFor[engine.BlockExtraInfo](), func() []string { return tableNames(blockExtraTable) }},
+	{reflect.TypeFor[engine.MMRoutingInfo](), func() []string { return tableNames(mmRoutingTable) }},
+	{reflect.TypeFor[engine.ConfigOverride](), func() []string { return tableNames(configOverrideTable) }},
+	{reflect.TypeFor[engine.SessionContext](), func() []string { return tableNames(sessionContextTable) }},
+	{reflect.TypeFor[engine.AffinityTarget](), func() []string { return tableNames(affinityTargetTable) }},
+	{reflect.TypeFor[engine.PinnedWorker](), func() []string { return tableNames(pinnedWorkerTable) }},
+	{reflect.TypeFor[engine.RoutingConstraints](), func() []string { return tableNames(routingConstraintsTable) }},
+}
+
+func tableNames[T any](t *structTable[T]) []string {
+	out := make([]string, len(t.fields))
+	for i, f := range t.fields {
+		out[i] = f.name
+	}
+	return out
+}
