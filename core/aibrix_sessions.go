@@ -189,9 +189,13 @@ func (s *AIBrixSessions) Bind(key AIBrixSessionKey, target AIBrixTarget, ttl tim
 	}
 	s.mu.Unlock()
 	if send {
-		s.publish(&ev)
+		s.emit(ev)
 	}
 }
+
+// emit hands ev to the publisher. It takes ev by value so that only binds that publish pay
+// for the event escaping to the heap (the publisher is an unknown function).
+func (s *AIBrixSessions) emit(ev AIBrixSessionEvent) { s.publish(&ev) }
 
 // issueLocked advances the Lamport clock past every version seen and past now, and returns a
 // local event with the new version. s.mu must be held.

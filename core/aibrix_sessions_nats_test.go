@@ -171,3 +171,35 @@ func TestAIBrixSessionsWithoutTable(t *testing.T) {
 	book(t, a.replica, "req-1", 1)
 	waitSameLoads(t, a.replica, b)
 }
+
+// BenchmarkAIBrixSessionPropagation measures one AIBrix binding's trip between two replicas
+// over loopback NATS: a Bind on a that moves the session, until b's table returns the new
+// target. ns/op is the propagation latency (encode, bus queues, NATS, decode, Apply) plus up
+// to one 20 µs polling interval and its timer slack; b is polled, not hooked, because the
+// table has no apply hook. A busy-polling loop starves the bus goroutines on a 2-core host.
+func BenchmarkAIBrixSessionPropagation(b *testing.B) {
+	srv := natstest.RunServer(b)
+	ra := startReplica(b, srv.ClientURL(), "a", "b")
+	rb := startReplica(b, srv.ClientURL(), "b", "a")
+	sa := ra.svc.EnableAIBrixSessions(AIBrixSessionConfig{})
+	sb := rb.svc.EnableAIBrixSessions(AIBrixSessionConfig{})
+	key := AIBrixSessionKey{Model: "llama", Session: "bench"}
+	targets := []AIBrixTarget{podX, podY}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		want := targets[i%2]
+		sa.Bind(key, want, time.Minute, time.Now())
+		deadline := time.Now().Add(syncTimeout)
+		for {
+			if got, ok := sb.Get(key, time.Now()); ok && got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("binding %d did not reach b", i)
+			}
+			time.Sleep(20 * time.Microsecond) // polling interval, not synchronisation
+		}
+		i++
+	}
+}
