@@ -102,6 +102,14 @@ type aibrixEntry struct {
 	pubAt   int64
 }
 
+// deadline is now+ttl in unix nanoseconds, saturating instead of wrapping for a huge ttl.
+func deadline(now int64, ttl time.Duration) int64 {
+	if now > 0 && int64(ttl) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(ttl)
+}
+
 // newer reports whether version (seq, writer) is strictly higher than e's.
 func (e *aibrixEntry) newer(seq, writer uint64) bool {
 	return seq > e.seq || (seq == e.seq && writer > e.writer)
@@ -170,7 +178,7 @@ func (s *AIBrixSessions) Bind(key AIBrixSessionKey, target AIBrixTarget, ttl tim
 		delete(s.entries, key)
 		ev, send = s.issueLocked(key, target, 0, t), true
 	case ok && t < e.expires && e.target == target: // refresh: same version
-		e.expires, e.ttl = t+int64(ttl), ttl
+		e.expires, e.ttl = deadline(t, ttl), ttl
 		s.stats.Refreshes++
 		if t-e.pubAt >= int64(ttl/aibrixRefreshDivisor) {
 			e.pubAt = t
@@ -179,7 +187,7 @@ func (s *AIBrixSessions) Bind(key AIBrixSessionKey, target AIBrixTarget, ttl tim
 		s.entries[key] = e
 	default: // new, expired or moved: a new version
 		ev, send = s.issueLocked(key, target, ttl, t), true
-		s.insertLocked(key, aibrixEntry{target: target, expires: t + int64(ttl), ttl: ttl,
+		s.insertLocked(key, aibrixEntry{target: target, expires: deadline(t, ttl), ttl: ttl,
 			seq: ev.Sequence, writer: ev.Writer, pubAt: t}, t)
 		s.stats.Binds++
 	}
@@ -230,12 +238,12 @@ func (s *AIBrixSessions) Apply(ev *AIBrixSessionEvent, now time.Time) bool {
 		}
 		delete(s.entries, ev.Key)
 	case !ok || t >= e.expires: // vacant or expired: take it
-		s.insertLocked(ev.Key, aibrixEntry{target: ev.Target, expires: t + int64(ev.TTL), ttl: ev.TTL,
+		s.insertLocked(ev.Key, aibrixEntry{target: ev.Target, expires: deadline(t, ev.TTL), ttl: ev.TTL,
 			seq: ev.Sequence, writer: ev.Writer, pubAt: t}, t)
 	case evNewer || (same && e.target == ev.Target):
 		// Newer version: replace. Same version and target: a refresh, which never shortens
 		// the deadline (a delayed refresh must not undo a later local one).
-		exp := t + int64(ev.TTL)
+		exp := deadline(t, ev.TTL)
 		if !evNewer {
 			exp = max(exp, e.expires)
 		}

@@ -133,6 +133,12 @@ func TestAIBrixSessionsExpiry(t *testing.T) {
 	if n := s.Stats().Entries; n != 0 {
 		t.Fatalf("expired entry kept by Get: %d entries", n)
 	}
+	// A huge TTL saturates rather than wrapping into the past.
+	s.Bind(keyA, podX, time.Duration(math.MaxInt64), at(0))
+	if _, ok := s.Get(keyA, at(100*365*24*time.Hour)); !ok {
+		t.Fatal("binding with a huge TTL expired (deadline wrapped)")
+	}
+	s.Bind(keyA, podX, 0, at(0))
 	// Sweep reclaims expired entries without a Get.
 	s.Bind(keyA, podX, time.Second, at(0))
 	s.Bind(keyB, podY, time.Hour, at(0))
