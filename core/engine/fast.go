@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"math/rand/v2"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
@@ -20,8 +21,8 @@ import (
 //     (Tracker.ActivePrefixOrdinals), with no sorted entry list and no merge;
 //   - loads read in place from the tracker by ordinal (Tracker.LoadAt), never copied;
 //
-// then replays the default picker's reservoir sampling over the cost array, consuming the
-// engine's random source in the same order and with the same bounds as pick does. Decisions
+// and runs the default picker's reservoir sampling in the same pass, consuming the engine's
+// random source in the same order and with the same bounds as pick does. Decisions
 // are therefore identical to the general path for the same seed (TestFastPathDifferential runs
 // both on random workloads and compares every cost, every decision and the rand stream).
 //
@@ -80,15 +81,32 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 	f.booked = booked
 	booked = booked[:nc]
 
+	// Admission reads loads only, which nothing below changes: checking it first is the general
+	// path's order as far as anything observable goes (no random draw happens before it).
+	if admission && e.cfg.QueueingEnabled() {
+		if err := e.admitFast(p); err != nil {
+			return err
+		}
+	}
+
+	// Cost of every rank, and the default picker fused into the same pass: pick's running
+	// arg-min visits the ranks in the same order and draws at the same ties.
 	cost := resize(f.cost, nc)
 	f.cost = cost
 	tr := p.tracker
+	pick := argmin{best: -1, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			cost[i] = k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
+			cost[i] = c
+			if pick.better(c) {
+				pick.best, pick.ties, pick.cost = i, 1, c
+			} else if c == pick.cost {
+				pick.tie(i)
+			}
 		}
 	} else {
 		k := newDynamoTerms(n, p.blockSize, w)
@@ -102,20 +120,21 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 		for i := range cost {
 			prefill, blocks, requests, _, _ := tr.CountersAt(i)
 			o := &ov[i]
+			var c float64
 			if o[1]|o[2]|o[3] == 0 && k.simple {
-				cost[i] = k.simpleCost(o[0], int(booked[i]), prefill, blocks, requests)
+				c = k.simpleCost(o[0], int(booked[i]), prefill, blocks, requests)
 			} else {
-				cost[i] = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
+				c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
+			}
+			cost[i] = c
+			if pick.better(c) {
+				pick.best, pick.ties, pick.cost = i, 1, c
+			} else if c == pick.cost {
+				pick.tie(i)
 			}
 		}
 	}
-	if admission && e.cfg.QueueingEnabled() {
-		if err := e.admitFast(p); err != nil {
-			return err
-		}
-	}
-	best := e.pickCosts(cost)
-	e.materialize(sel, best, booking)
+	e.materialize(sel, pick.best, booking)
 	return nil
 }
 
@@ -134,28 +153,37 @@ func (e *Engine) admitFast(p *partition) error {
 	return overloaded()
 }
 
-// pickCosts is pick at temperature 0 over all-eligible costs: the first strictly smaller cost
-// takes over, and the k-th tie with the running best replaces it with probability 1/k (one
-// rng.IntN(k) call per tie, exactly as pick makes them).
-func (e *Engine) pickCosts(cost []float64) int {
-	if len(cost) == 0 {
-		return -1
+// argmin is pick's temperature-0 rule as a running state: the first strictly smaller cost takes
+// over, and the k-th tie with the running best replaces it with probability 1/k (one
+// rng.IntN(k) draw per tie, exactly as pick draws). A NaN cost never wins unless it comes first,
+// as in pick. best is -1 until something is offered.
+type argmin struct {
+	best, ties int
+	cost       float64
+	rng        *rand.Rand
+}
+
+func (a *argmin) offer(i int, c float64) {
+	if a.best < 0 || c < a.cost {
+		a.best, a.ties, a.cost = i, 1, c
+	} else if c == a.cost {
+		a.tie(i)
 	}
-	best, ties := 0, 1
-	bc := cost[0]
-	for i := 1; i < len(cost); i++ {
-		c := cost[i]
-		switch {
-		case c < bc:
-			best, ties, bc = i, 1, c
-		case c == bc:
-			ties++
-			if e.rng.IntN(ties) == 0 {
-				best = i
-			}
-		}
+}
+
+// better reports whether offer(i, c) would take c without a draw; the scoring loops test it
+// inline and call offer only otherwise (offer itself is slightly too big to inline).
+func (a *argmin) better(c float64) bool { return a.best < 0 || c < a.cost }
+
+// tie is offer's draw for a cost equal to the running best. Kept out of line so that offer
+// inlines into the scoring loops.
+//
+//go:noinline
+func (a *argmin) tie(i int) {
+	a.ties++
+	if a.rng.IntN(a.ties) == 0 {
+		a.best = i
 	}
-	return best
 }
 
 // materialize turns ranks into scored records for the rest of the pipeline: the chosen worker's
