@@ -45,7 +45,7 @@ func parseDockerfile(data string) ([]stage, error) {
 			start = i + 1
 		}
 		if strings.HasSuffix(t, "\\") {
-			buf.WriteString(strings.TrimSuffix(t, "\\"))
+			buf.WriteString(strings.TrimSpace(strings.TrimSuffix(t, "\\")))
 			buf.WriteByte(' ')
 			if i < len(lines)-1 {
 				continue
