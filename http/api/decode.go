@@ -166,6 +166,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
-
-// okBody is Dynamo's success body for routes without a payload.
-var okBody = map[string]string{"status": "ok"}

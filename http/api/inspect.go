@@ -83,7 +83,7 @@ func (h *handlers) registerPeer(w http.ResponseWriter, r *http.Request, _ httpro
 	if added {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, okBody)
+	writeRaw(w, status, okBytes)
 }
 
 func (h *handlers) deregisterPeer(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -95,7 +95,7 @@ func (h *handlers) deregisterPeer(w http.ResponseWriter, r *http.Request, _ http
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, okBody)
+	writeRaw(w, http.StatusOK, okBytes)
 }
 
 func (h *handlers) peers(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

@@ -32,7 +32,7 @@ func (h *handlers) selectWorker(w http.ResponseWriter, r *http.Request, _ httpro
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeSelectResponse(w, http.StatusOK, resp)
 }
 
 func (h *handlers) selectAndReserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -46,7 +46,7 @@ func (h *handlers) selectAndReserve(w http.ResponseWriter, r *http.Request, _ ht
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeSelectResponse(w, http.StatusOK, resp)
 }
 
 func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -60,7 +60,7 @@ func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, resp)
+	writeReservationResponse(w, http.StatusCreated, resp)
 }
 
 func (h *handlers) prefillComplete(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
@@ -68,7 +68,7 @@ func (h *handlers) prefillComplete(w http.ResponseWriter, _ *http.Request, ps ht
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, okBody)
+	writeRaw(w, http.StatusOK, okBytes)
 }
 
 // outputBlockRequest is the body of POST /reservations/{id}/output_block ({} is fine).
@@ -86,7 +86,7 @@ func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httpro
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, okBody)
+	writeRaw(w, http.StatusOK, okBytes)
 }
 
 func (h *handlers) free(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
@@ -94,5 +94,5 @@ func (h *handlers) free(w http.ResponseWriter, _ *http.Request, ps httprouter.Pa
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, okBody)
+	writeRaw(w, http.StatusOK, okBytes)
 }

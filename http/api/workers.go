@@ -63,7 +63,7 @@ func (h *handlers) listWorkers(w http.ResponseWriter, r *http.Request, _ httprou
 }
 
 func (h *handlers) health(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, okBody)
+	writeRaw(w, http.StatusOK, okBytes)
 }
 
 func (h *handlers) ready(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

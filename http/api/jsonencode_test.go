@@ -1,0 +1,153 @@
+package api
+
+// The hand-written response encoders must be byte-identical to encoding/json: checked on
+// random responses (every optional present or absent, nil versus empty slices and maps,
+// numbers at their bounds, strings with every character class encoding/json escapes) and by a
+// fuzz target over arbitrary strings.
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// encStrings are strings covering encoding/json's escaping classes.
+var encStrings = []string{
+	"", "default", "http://worker-1:8000", `q"uote`, `back\slash`, "<tag>&amp;", "line\nfeed\r\t\b\f",
+	"\x00\x01\x1f\x7f", "é日本😀", "\u2028\u2029", "\xff\xfe", "a\xc3", "\xed\xa0\x80", "/slash",
+}
+
+type encGen struct{ r *rand.Rand }
+
+func (g encGen) str() string {
+	if g.r.IntN(3) == 0 {
+		var b []byte
+		for range g.r.IntN(6) {
+			b = append(b, encStrings[g.r.IntN(len(encStrings))]...)
+		}
+		return string(b)
+	}
+	return encStrings[g.r.IntN(len(encStrings))]
+}
+
+func (g encGen) u64() uint64 {
+	switch g.r.IntN(4) {
+	case 0:
+		return 0
+	case 1:
+		return math.MaxUint64
+	default:
+		return g.r.Uint64() >> g.r.IntN(64)
+	}
+}
+
+func (g encGen) i64s() []int64 {
+	switch g.r.IntN(4) {
+	case 0:
+		return nil
+	case 1:
+		return []int64{}
+	}
+	out := make([]int64, g.r.IntN(8))
+	for i := range out {
+		out[i] = int64(g.r.Uint64())
+		if g.r.IntN(5) == 0 {
+			out[i] = math.MinInt64
+		}
+	}
+	return out
+}
+
+func maybe[T any](g encGen, v T) *T {
+	if g.r.IntN(2) == 0 {
+		return nil
+	}
+	return &v
+}
+
+// response is a random SelectResponse.
+func (g encGen) response() *engine.SelectResponse {
+	r := &engine.SelectResponse{
+		SelectionID: maybe(g, g.str()), ModelName: g.str(), RoutingGroup: g.str(), WorkerID: g.u64(),
+		DPRank: uint32(g.u64()), Endpoint: g.str(), BlockSize: uint32(g.u64()),
+		Overlap:                engine.OverlapSummary{LongestMatched: g.u64(), GPU: g.u64(), CPU: g.u64(), Disk: g.u64()},
+		EffectivePrefillTokens: g.u64(), PotentialDecodeBlocks: g.u64(), DecodeBusy: maybe(g, g.r.IntN(2) == 0),
+	}
+	if g.r.IntN(2) == 0 {
+		r.Booked = &engine.Booked{SequenceHashes: g.i64s(), ISLTokens: g.u64(), TrackPrefillTokens: g.r.IntN(2) == 0}
+	}
+	if n := g.r.IntN(24) - 1; n >= 0 {
+		r.Overlap.DP = map[string]uint64{}
+		for range n {
+			k := strconv.Itoa(g.r.IntN(40))
+			if g.r.IntN(6) == 0 {
+				k = g.str()
+			}
+			r.Overlap.DP[k] = g.u64()
+		}
+	}
+	if g.r.IntN(2) == 0 {
+		r.WorkerLoad = &engine.WorkerLoad{ActivePrefillTokens: g.u64(), PrefillTokenCapacity: g.u64(),
+			TotalKVBlocks: maybe(g, g.u64()), PrefillBusy: maybe(g, g.r.IntN(2) == 0)}
+	}
+	if g.r.IntN(3) == 0 {
+		h := &engine.KVHint{ProtocolVersion: g.str(), MessageID: g.str()}
+		if n := g.r.IntN(4) - 1; n >= 0 {
+			h.Actions = make([]engine.KVHintAction, n)
+			for i := range h.Actions {
+				h.Actions[i] = engine.KVHintAction{ActionID: g.str(), ActionType: g.str(), ActionVersion: g.str(),
+					Payload: engine.KVHintPayload{SourceControlEndpoint: g.str(), BlockHashes: g.i64s()}}
+			}
+		}
+		r.KVHint = h
+	}
+	return r
+}
+
+// TestSelectResponseEncodingMatchesStdlib compares the appenders with json.Marshal.
+func TestSelectResponseEncodingMatchesStdlib(t *testing.T) {
+	g := encGen{rand.New(rand.NewPCG(11, 3))}
+	for range 5000 {
+		r := g.response()
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSelectResponse(nil, r); !bytes.Equal(got, want) {
+			t.Fatalf("SelectResponse differs:\ngot  %s\nwant %s", got, want)
+		}
+		rr := &engine.ReservationResponse{SelectionID: g.str(), ModelName: g.str(), RoutingGroup: g.str(),
+			WorkerID: g.u64(), DPRank: uint32(g.u64()), Endpoint: g.str()}
+		want, _ = json.Marshal(rr)
+		if got := appendReservationResponse(nil, rr); !bytes.Equal(got, want) {
+			t.Fatalf("ReservationResponse differs:\ngot  %s\nwant %s", got, want)
+		}
+	}
+	if want, _ := json.Marshal(map[string]string{"status": "ok"}); !bytes.Equal(okBytes, want) {
+		t.Fatalf("okBytes = %s, want %s", okBytes, want)
+	}
+}
+
+// FuzzJSONString checks appendJSONString against encoding/json on arbitrary strings.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range encStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+		// And inside a whole response, as a map key and values.
+		r := &engine.SelectResponse{SelectionID: &s, ModelName: s, Overlap: engine.OverlapSummary{DP: map[string]uint64{s: 1, "0": 2}}}
+		want, _ = json.Marshal(r)
+		if got := appendSelectResponse(nil, r); !bytes.Equal(got, want) {
+			t.Fatalf("%q in a response: got %s, want %s", s, got, want)
+		}
+	})
+}
