@@ -23,6 +23,10 @@ type Match struct {
 	// non-zero. Both are all-zero between calls (emit clears what it reads).
 	cnt [][NumTiers]int32
 	hit []uint64
+	// slot and dst are set only during MatchSlots: counts then go straight to dst[slot[rank]]
+	// instead of cnt/hit (see Match.record).
+	slot []int32
+	dst  []Counts
 }
 
 // liveOwner tracks one owner during the walk: it is in tier phase `phase` since block `start`;
@@ -102,11 +106,27 @@ func (ix *Index) walk(local []uint64, m *Match) {
 	}
 }
 
-// record stores count c for phase of the owner of rank r (c == 0 leaves the owner unreported).
+// record stores count c for phase of the owner of rank r (c == 0 leaves the owner unreported):
+// in cnt/hit for Match, or directly in the caller's array for MatchSlots. Each (owner, phase)
+// is recorded at most once per walk (phases only advance).
 func (m *Match) record(r, phase uint32, c int32) {
-	if c != 0 {
-		m.cnt[r][phase] = c
-		m.hit[r/64] |= 1 << (r % 64)
+	if c == 0 {
+		return
+	}
+	if m.dst != nil {
+		m.direct(r, phase, c)
+		return
+	}
+	m.cnt[r][phase] = c
+	m.hit[r/64] |= 1 << (r % 64)
+}
+
+// direct is record for MatchSlots: dst[slot[r]][phase] = c when the slot exists.
+func (m *Match) direct(r, phase uint32, c int32) {
+	if int(r) < len(m.slot) {
+		if s := m.slot[r]; s >= 0 && int(s) < len(m.dst) {
+			m.dst[s][phase&(uint32(NumTiers)-1)] = c
+		}
 	}
 }
 
@@ -142,6 +162,10 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 			}
 		}
 		r := rankOf[idx]
+		if m.dst != nil {
+			m.direct(r, phase, i)
+			continue
+		}
 		cnt[r][phase&(uint32(NumTiers)-1)] = i
 		hit[r/64] |= 1 << (r % 64)
 	}

@@ -1,7 +1,5 @@
 package radix
 
-import "math/bits"
-
 // Slot-addressed matching, for callers that keep their own per-owner arrays (the engine's
 // selection fast path keeps one overlap record per schedulable rank). Instead of a sorted
 // OwnerMatch list that the caller would merge with its own owner list, MatchSlots scatters each
@@ -37,33 +35,23 @@ func (ix *Index) OwnerAt(r int) (Owner, bool) {
 }
 
 // MatchSlots computes what Match computes and, for every owner with a non-zero overlap whose
-// rank r has 0 ≤ slot[r] < len(dst), sets dst[slot[r]] to its counts. Other entries of dst are
-// left as they were (callers clear dst first); owners whose rank is outside slot, or whose slot
-// is negative or out of range, are skipped. m.Owners is left empty; m is only scratch here.
+// rank r has 0 ≤ slot[r] < len(dst), writes its non-zero counts into dst[slot[r]]. The caller
+// must pass dst zeroed (all-zero entries stay zero for owners without overlap); owners whose rank
+// is outside slot, or whose slot is negative or out of range, are skipped. m.Owners is left
+// empty; m is only scratch here.
 //
-// Cost: Match's walk, plus O(reported owners + all owners/64) to scatter; no sorting, no
-// OwnerMatch records. No allocation once m has grown to the index's owner count.
+// Cost: Match's walk, writing each count straight into dst: no per-rank scratch to scan and
+// clear, no sorting, no OwnerMatch records. No allocation once m has grown to the index's owner
+// count.
 func (ix *Index) MatchSlots(local []uint64, m *Match, slot []int32, dst []Counts) {
 	if m == nil {
 		return
 	}
 	m.Owners = m.Owners[:0]
-	ix.walk(local, m)
-	cnt, hit := m.cnt, m.hit
-	for wi, word := range hit {
-		if word == 0 {
-			continue
-		}
-		hit[wi] = 0
-		for word != 0 {
-			r := wi*64 + bits.TrailingZeros64(word)
-			word &= word - 1
-			if r < len(slot) {
-				if s := slot[r]; s >= 0 && int(s) < len(dst) {
-					dst[s] = cnt[r]
-				}
-			}
-			cnt[r] = Counts{}
-		}
+	m.slot, m.dst = slot, dst
+	if m.dst == nil {
+		m.dst = []Counts{} // non-nil: route every count to the (empty) destination
 	}
+	ix.walk(local, m)
+	m.slot, m.dst = nil, nil // keep no caller memory
 }
