@@ -194,11 +194,12 @@ func TestRoutingEnvelopes(t *testing.T) {
 			t.Errorf("%s %s: got %s (Location %q), want 404 route not found without redirect", c.method, c.path, r, r.header.Get("Location"))
 		}
 	}
-	// Known paths with the wrong method: 405, and Allow lists the methods the path serves.
+	// Known paths with the wrong method: 405, and Allow lists the methods the path serves
+	// (HEAD wherever GET is served, as axum lists it).
 	wrongMethod := []struct{ method, path, allow string }{
-		{"GET", "/select", "POST"}, {"PUT", "/workers", "GET, POST"}, {"DELETE", "/select_and_reserve", "POST"},
-		{"GET", "/reservations/r1/output_block", "POST"}, {"POST", "/health", "GET"}, {"POST", "/loads", "GET"},
-		{"GET", "/potential_loads", "POST"}, {"POST", "/dump", "GET"}, {"PUT", "/replica_sync/peers", "GET"},
+		{"GET", "/select", "POST"}, {"PUT", "/workers", "GET, HEAD, POST"}, {"DELETE", "/select_and_reserve", "POST"},
+		{"GET", "/reservations/r1/output_block", "POST"}, {"POST", "/health", "GET, HEAD"}, {"POST", "/loads", "GET, HEAD"},
+		{"GET", "/potential_loads", "POST"}, {"POST", "/dump", "GET, HEAD"}, {"PUT", "/replica_sync/peers", "GET, HEAD"},
 		{"GET", "/workers/1", "DELETE, PATCH"}, {"PUT", "/reservations/r1", "DELETE"}, {"POST", "/reservations/r1", "DELETE"},
 	}
 	for _, c := range wrongMethod {

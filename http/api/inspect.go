@@ -42,9 +42,10 @@ func (h *handlers) overlapScores(w http.ResponseWriter, r *http.Request, _ httpr
 }
 
 // dump streams the index in Dynamo's recovery format. Once streaming has begun a failure can
-// only cut the body short; it is logged.
+// only cut the body short; it is logged. HEAD runs it too, so that the headers (Content-Length
+// for a dump small enough to be buffered whole) are GET's; net/http drops the body.
 func (h *handlers) dump(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	if err := h.svc.Dump(w); err != nil {
 		h.log.Warn("dump interrupted", "err", err)

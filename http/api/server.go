@@ -54,28 +54,37 @@ func New(svc *core.Service, opts Options) http.Handler {
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal server error"})
 	}
 
+	// get serves a GET route and HEAD on the same path, as axum does wherever it serves GET:
+	// the same handler runs and net/http drops the body (keeping Content-Length when the body
+	// was buffered whole). Allow headers on 405 therefore list HEAD beside GET.
+	get := func(path string, handle httprouter.Handle) {
+		handle = opts.Metrics.instrument(path, handle)
+		r.GET(path, handle)
+		r.HEAD(path, handle)
+	}
 	r.POST("/workers", opts.Metrics.instrument("/workers", h.upsertWorker))
-	r.GET("/workers", opts.Metrics.instrument("/workers", h.listWorkers))
+	get("/workers", h.listWorkers)
 	r.PATCH("/workers/:worker_id", opts.Metrics.instrument("/workers/:worker_id", h.patchWorker))
 	r.DELETE("/workers/:worker_id", opts.Metrics.instrument("/workers/:worker_id", h.deleteWorker))
-	r.GET("/health", opts.Metrics.instrument("/health", h.health))
-	r.GET("/ready", opts.Metrics.instrument("/ready", h.ready))
+	get("/health", h.health)
+	get("/ready", h.ready)
 	r.POST("/select", opts.Metrics.instrument("/select", h.selectWorker))
 	r.POST("/select_and_reserve", opts.Metrics.instrument("/select_and_reserve", h.selectAndReserve))
 	r.POST("/reservations", opts.Metrics.instrument("/reservations", h.reserve))
 	r.POST("/reservations/:id/prefill_complete", opts.Metrics.instrument("/reservations/:id/prefill_complete", h.prefillComplete))
 	r.POST("/reservations/:id/output_block", opts.Metrics.instrument("/reservations/:id/output_block", h.outputBlock))
 	r.DELETE("/reservations/:id", opts.Metrics.instrument("/reservations/:id", h.free))
-	r.GET("/loads", opts.Metrics.instrument("/loads", h.loads))
+	get("/loads", h.loads)
 	r.POST("/potential_loads", opts.Metrics.instrument("/potential_loads", h.potentialLoads))
 	r.POST("/overlap_scores", opts.Metrics.instrument("/overlap_scores", h.overlapScores))
-	r.GET("/dump", opts.Metrics.instrument("/dump", h.dump))
+	get("/dump", h.dump)
 	r.POST("/replica_sync/register_peer", opts.Metrics.instrument("/replica_sync/register_peer", h.registerPeer))
 	r.POST("/replica_sync/deregister_peer", opts.Metrics.instrument("/replica_sync/deregister_peer", h.deregisterPeer))
-	r.GET("/replica_sync/peers", opts.Metrics.instrument("/replica_sync/peers", h.peers))
-	r.GET("/replica_sync/members", opts.Metrics.instrument("/replica_sync/members", h.members))
+	get("/replica_sync/peers", h.peers)
+	get("/replica_sync/members", h.members)
 	if opts.Metrics != nil {
 		r.Handler(http.MethodGet, "/metrics", opts.Metrics.Handler())
+		r.Handler(http.MethodHead, "/metrics", opts.Metrics.Handler())
 	}
 	if opts.AIBrix != nil {
 		path := opts.AIBrixPath
