@@ -367,3 +367,39 @@ func TestFastPathDifferential(t *testing.T) {
 		})
 	}
 }
+
+// TestRankNames: the partition's rank-name table answers strconv's decimal form for every rank,
+// in and out of the tabulated span, for dense and sparse candidate sets.
+func TestRankNames(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []WorkerSpec
+	}{
+		{"dense", []WorkerSpec{spec(1, dp(0, 4)), spec(2, dp(4, 4))}},
+		{"high", []WorkerSpec{spec(1, dp(4_000_000_000, 3))}},
+		{"sparse", []WorkerSpec{spec(1, dp(0, 2)), spec(2, dp(1_000_000, 2))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, approxConfig()) // no endpoint checks: the test helper derives ports from ranks
+			for _, s := range tc.specs {
+				mustUpsert(t, e, s)
+			}
+			p := e.parts[defKey]
+			probe := []uint32{0, 1, 3, 4, 7, 8, 99, 100, 1_000_001, 4_000_000_000, 4_000_000_002, math.MaxUint32}
+			for _, c := range p.cands {
+				probe = append(probe, c.rank, c.rank+1)
+			}
+			for _, r := range probe {
+				if got, want := p.rankName(r), fmt.Sprint(r); got != want {
+					t.Fatalf("rankName(%d) = %q, want %q", r, got, want)
+				}
+			}
+			if tc.name == "sparse" && len(p.rankNames) != 0 {
+				t.Fatalf("sparse ranks tabulated %d names", len(p.rankNames))
+			}
+			if tc.name != "sparse" && len(p.rankNames) == 0 {
+				t.Fatalf("dense ranks not tabulated")
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/core/engine/radix"
@@ -67,6 +68,10 @@ type partition struct {
 	radixSlot []int32
 	radixFor  *radix.Index
 	radixVer  uint64
+	// rankNames[r-rankBase] is strconv of global rank r for the candidates' ranks (rebuilt with
+	// cands; empty when their span is too sparse to tabulate): response keys without allocating.
+	rankNames []string
+	rankBase  uint32
 }
 
 func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
@@ -108,6 +113,27 @@ func (p *partition) rebuild() {
 	}
 	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
 	p.radixFor = nil
+	p.rankNames, p.rankBase = p.rankNames[:0], 0
+	if n := len(p.cands); n > 0 {
+		lo, hi := p.cands[0].rank, p.cands[0].rank
+		for _, c := range p.cands {
+			lo, hi = min(lo, c.rank), max(hi, c.rank)
+		}
+		if span := uint64(hi) - uint64(lo) + 1; span <= 4*uint64(n)+64 {
+			p.rankBase = lo
+			for r := uint64(lo); r <= uint64(hi); r++ {
+				p.rankNames = append(p.rankNames, strconv.FormatUint(r, 10))
+			}
+		}
+	}
+}
+
+// rankName is the decimal form of global rank r.
+func (p *partition) rankName(r uint32) string {
+	if i := uint64(r) - uint64(p.rankBase); r >= p.rankBase && i < uint64(len(p.rankNames)) {
+		return p.rankNames[i]
+	}
+	return strconv.FormatUint(uint64(r), 10)
 }
 
 // slotTable returns radixSlot, rebuilt first when the index or its owner set changed. Cost

@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/load"
@@ -27,10 +26,11 @@ type selectScratch struct {
 	cands  []scored
 	idx    []int
 	stored []radix.StoredBlock
-	dups   []uint64 // duplicate-hash check of long stored chains
 	ctx    SelectionContext
 	picked []ScoredCandidate
 	fast   fastScratch // the fast path's per-rank arrays (fast.go)
+	// sel is the selection choose returns: valid until the next selection, like cands.
+	sel selection
 }
 
 // selection is the outcome of one pick, before booking.
@@ -120,7 +120,8 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 		return nil, err
 	}
 	if e.fastEligible(p, req, session, w) {
-		sel := &selection{p: p, norm: norm, w: w, session: session}
+		sel := &e.scratch.sel
+		*sel = selection{p: p, norm: norm, w: w, session: session}
 		if err := e.chooseFast(sel, admission, booking); err != nil {
 			return nil, err
 		}
@@ -128,7 +129,8 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	}
 	cands := e.score(p, &norm, w)
 	filter(cands, req)
-	sel := &selection{p: p, norm: norm, w: w, cands: cands, session: session}
+	sel := &e.scratch.sel
+	*sel = selection{p: p, norm: norm, w: w, cands: cands, session: session}
 	var sctx *SelectionContext
 	if e.scoring.active() {
 		sctx = e.selectionContext(sel, req, booking)
@@ -319,7 +321,7 @@ func (e *Engine) response(sel *selection, id *string) *SelectResponse {
 		DPRank:                 s.Owner.Rank,
 		Endpoint:               s.w.endpoint(),
 		BlockSize:              p.blockSize,
-		Overlap:                overlapSummary(sel.cands, s.w, bs),
+		Overlap:                overlapSummary(sel.cands, s.w, bs, p),
 		EffectivePrefillTokens: isl - min(cached, isl),
 	}
 	nseq := uint64(len(sel.norm.seq))
@@ -333,8 +335,8 @@ func (e *Engine) response(sel *selection, id *string) *SelectResponse {
 	return resp
 }
 
-// overlapSummary builds the Mooncake summary over every rank of w's DP range.
-func overlapSummary(cs []scored, w *worker, bs uint64) OverlapSummary {
+// overlapSummary builds the Mooncake summary over every rank of w's DP range (p names the ranks).
+func overlapSummary(cs []scored, w *worker, bs uint64, p *partition) OverlapSummary {
 	sum := OverlapSummary{DP: make(map[string]uint64, w.dpSize())}
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		var dev, host, disk uint64
@@ -344,7 +346,7 @@ func overlapSummary(cs []scored, w *worker, bs uint64) OverlapSummary {
 			host = dev + uint64(s.HostExtBlocks)*bs
 			disk = host + uint64(s.DiskExtBlocks)*bs
 		}
-		sum.DP[strconv.FormatUint(uint64(r), 10)] = dev
+		sum.DP[p.rankName(r)] = dev
 		sum.GPU, sum.CPU, sum.Disk = max(sum.GPU, dev), max(sum.CPU, host), max(sum.Disk, disk)
 	}
 	sum.LongestMatched = max(sum.GPU, sum.CPU, sum.Disk)
