@@ -40,6 +40,8 @@ func checkTree(root string, setenv func(key, value string)) error {
 	}
 	c := &checker{root: root, src: src, setenv: setenv, dockerUID: -1,
 		natsPorts: map[*workload]int{}, kvHTTP: map[*workload]int{}, kvAIBrix: map[*workload]string{}}
+	// Order matters: the Dockerfile's USER feeds the pod security check, NATS client ports feed
+	// the --nats-url check, and the kvselect ports and policies feed the examples check.
 	c.checkDockerfile()
 	dirs, err := variantDirs(filepath.Join(root, "deploy"))
 	if err != nil {
@@ -69,6 +71,7 @@ func checkTree(root string, setenv func(key, value string)) error {
 	return errors.Join(c.errs...)
 }
 
+// add records findings, skipping nils so call sites can pass results straight through.
 func (c *checker) add(errs ...error) {
 	for _, err := range errs {
 		if err != nil {
@@ -122,6 +125,8 @@ func imageTag(image string) string {
 // key, and its content is returned with known=true; a Secret is assumed to be provided out of band
 // (known=false). Any other volume kind cannot hold a shipped file.
 func (v *variant) fileContent(ps *podSpec, c *container, path string) (content string, known bool, err error) {
+	// Mount semantics: with subPath, the mount path is the file itself and subPath the key; without,
+	// the mount path is a directory holding one file per key (or per items[].path).
 	for _, m := range c.VolumeMounts {
 		var rel string
 		switch {

@@ -93,6 +93,8 @@ func mainVariant(t *testing.T, dir string) *variant {
 	return v
 }
 
+// TestShippedNATSClusterForms starts the NATS StatefulSet's servers from the shipped nats.conf,
+// each with its own pod's environment (SERVER_NAME), and requires them to form one cluster.
 func TestShippedNATSClusterForms(t *testing.T) {
 	v := mainVariant(t, "kubernetes")
 	c := &checker{setenv: t.Setenv}
@@ -122,6 +124,7 @@ func TestShippedNATSClusterForms(t *testing.T) {
 		if opts.ServerName != pod {
 			t.Errorf("server_name = %q, want the pod name %q", opts.ServerName, pod)
 		}
+		// Loopback and random client ports; the monitoring port is not needed here.
 		opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", -1, 0
 		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[i]
 		for j, r := range opts.Routes {
@@ -149,6 +152,9 @@ func TestShippedNATSClusterForms(t *testing.T) {
 	requireCarries(t, urls[0], urls[len(urls)-1])
 }
 
+// TestShippedEmbeddedClusterForms starts one embedded server per embedded-cluster replica, from
+// that replica's parsed flags through bus.StartEmbedded (the code path cmd/kvselect takes), and
+// requires them to form one cluster.
 func TestShippedEmbeddedClusterForms(t *testing.T) {
 	src, err := readSources(repoRoot)
 	if err != nil {

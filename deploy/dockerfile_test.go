@@ -133,6 +133,11 @@ func (c *checker) checkDockerfile() {
 }
 
 // dockerfileFindings returns the final stage's numeric USER (-1 when unusable) and what is wrong.
+//
+// Why each rule: a builder on another Go than go.mod's either fails (older) or changes behaviour
+// untested (newer); CGO would link libc, absent from distroless/static and scratch; a final stage
+// with a shell and package manager widens the attack surface; the ENTRYPOINT must run the binary
+// that was copied; and Kubernetes can only enforce runAsNonRoot for a numeric USER.
 func dockerfileFindings(data, goVersion, httpPort string) (int64, []error) {
 	stages, err := parseDockerfile(data)
 	if err != nil {
@@ -167,6 +172,7 @@ func dockerfileFindings(data, goVersion, httpPort string) (int64, []error) {
 	}
 	uid, dest := int64(-1), ""
 	var entry []string
+	// Later instructions override earlier ones (USER, ENTRYPOINT), as in Docker.
 	for _, in := range final.inst {
 		switch in.op {
 		case "COPY":

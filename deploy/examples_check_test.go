@@ -106,7 +106,9 @@ func (c *checker) checkWorkers(main *variant) {
 		checkDPRanks(&spec, func(msg string) { bad("worker %d: %s", i, msg) })
 	}
 
-	// The service as the container configures it: DYN_ROUTER_* from its literal environment.
+	// The service as the container configures it: DYN_ROUTER_* from its literal environment. A
+	// setting that, say, enables queueing would make max_num_batched_tokens mandatory, and the
+	// example workers would then have to carry it to become schedulable.
 	env, _ := podEnv(ct, w.podNames()[0], main.namespace)
 	cfg, err := core.ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
@@ -148,6 +150,8 @@ func (c *checker) checkWorkers(main *variant) {
 		out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, out
 	}
+	// /ready is 503 without a schedulable worker: the reason the manifests publish not-ready
+	// addresses and start pods in parallel. If this ever changes, those choices should be revisited.
 	if st, _ := do("GET", "/ready", nil, nil); st != http.StatusServiceUnavailable {
 		bad("GET /ready before registration = %d, want 503", st)
 	}
@@ -211,6 +215,8 @@ func checkDPRanks(s *engine.WorkerSpec, bad func(string)) {
 func checkDecision(do func(m, p string, hdr map[string]string, b []byte) (int, []byte), path string, bodies []json.RawMessage, bad func(string, ...any)) {
 	req := &aibrix.Request{RequestID: "deploy-check-1", PolicyMode: aibrix.Advisory}
 	var ids []string
+	// Two ports per candidate: one vLLM API server per DP rank, which lets kvselect map the
+	// least-loaded rank to its port (see aibrix.LoadOf).
 	for _, b := range bodies {
 		var s engine.WorkerSpec
 		if json.Unmarshal(b, &s) != nil || s.StableRoutingID == nil || s.ModelName == nil {
@@ -281,6 +287,8 @@ func (c *checker) checkGateway(main *variant) {
 		}
 	}
 	get := func(k string) string { return env[gatewayEnvStart+k] }
+	// The cross-field rules of the gateway's configuration table: an invalid combination makes the
+	// gateway refuse the external strategy at startup.
 	mode, failure, fallback := get("POLICY_MODE"), get("FAILURE_MODE"), get("FALLBACK")
 	switch {
 	case mode != "Advisory" && mode != "Authoritative":

@@ -9,6 +9,8 @@ import (
 // Fuzz targets for every reader of file contents: YAML documents, the Dockerfile, resource
 // quantities, GOMEMLIMIT values and $(VAR) expansion. None may panic; findings must be errors.
 
+// seedFiles adds the shipped files matching glob (under deploy/) to the corpus, so mutation starts
+// from realistic documents.
 func seedFiles(f *testing.F, glob string) {
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "deploy", glob))
 	for _, p := range files {

@@ -36,6 +36,8 @@ func selects(sel, labels map[string]string) bool {
 	return true
 }
 
+// workloadSpec is the spec of a StatefulSet or Deployment (serviceName and podManagementPolicy
+// are StatefulSet-only and empty for a Deployment).
 type workloadSpec struct {
 	Replicas            *int          `yaml:"replicas"`
 	ServiceName         string        `yaml:"serviceName"`
@@ -65,6 +67,8 @@ type securityContext struct {
 	} `yaml:"capabilities"`
 }
 
+// container is one entry of spec.containers. Command and Args are as written (before $(VAR)
+// expansion); see podArgs.
 type container struct {
 	Name            string           `yaml:"name"`
 	Image           string           `yaml:"image"`
@@ -128,6 +132,8 @@ type volume struct {
 	EmptyDir any `yaml:"emptyDir"`
 }
 
+// serviceSpec is a Service's spec. TargetPort holds a number or a port name; empty means "same as
+// port", as in Kubernetes.
 type serviceSpec struct {
 	Type                     string            `yaml:"type"`
 	ClusterIP                string            `yaml:"clusterIP"`
@@ -142,12 +148,16 @@ type serviceSpec struct {
 
 func (s serviceSpec) headless() bool { return s.ClusterIP == "None" }
 
+// pdbSpec is a PodDisruptionBudget's spec: exactly one of MinAvailable and MaxUnavailable (an
+// integer or a percentage) must be set.
 type pdbSpec struct {
 	MinAvailable   *string       `yaml:"minAvailable"`
 	MaxUnavailable *string       `yaml:"maxUnavailable"`
 	Selector       labelSelector `yaml:"selector"`
 }
 
+// kustomization is the part of kustomization.yaml the checks read: plain resource files only
+// (no generators, patches or remote bases, which the manifests do not use).
 type kustomization struct {
 	Resources []string `yaml:"resources"`
 }

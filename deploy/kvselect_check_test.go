@@ -66,6 +66,10 @@ func newFlagSet(specs map[string]flagSpec) *flag.FlagSet {
 var fileFlags = []string{"aibrix-policy-file", "aibrix-auth-token-file", "router-tracking-key-file",
 	"nats-creds", "nats-tls-ca", "nats-tls-cert", "nats-tls-key"}
 
+// checkKVSelect checks every kvselect container of v. Arguments are parsed once per pod, because
+// $(VAR) expansion makes them differ by pod (the replica id embeds the pod name); what does not
+// depend on the pod (ports, probes, mounts) is checked once per container. Replica ids and peers
+// are checked across all kvselect pods of the variant, since they form one replica set.
 func (c *checker) checkKVSelect(v *variant) {
 	var pods []*kvPod
 	for _, w := range v.workloads {
@@ -140,6 +144,8 @@ func (c *checker) parseKVPod(w *workload, ct *container, pod, ns string) (*kvPod
 func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 	w, ct := p.w, p.ct
 	where := fmt.Sprintf("%s container %s", w, ct.Name)
+	// The HTTP port every other reference must agree with: probes, annotations, the API Service,
+	// and (in checkGateway) the AIBrix endpoint.
 	port, err := strconv.Atoi(p.value("port"))
 	if err != nil || resolvePort([]container{*ct}, strconv.Itoa(port)) == 0 {
 		c.add(fmt.Errorf("%s: %w: --port %q is not a declared container port", where, ErrPort, p.value("port")))
@@ -163,6 +169,8 @@ func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 		}
 	}
 
+	// Prometheus' kubernetes_sd "pod" role conventionally reads these three annotations; a path
+	// the API does not serve would be scraped as 404 forever without anyone noticing.
 	ann := w.spec.Template.Metadata.Annotations
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/path"] == "" || ann["prometheus.io/port"] == "" {
 		c.add(fmt.Errorf("%s: %w: prometheus.io/scrape, path and port annotations", w, ErrMissingField))
@@ -173,6 +181,9 @@ func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 		}
 	}
 
+	// A file flag pointing at an unmounted path makes the binary exit at startup (the policy and
+	// token loaders fail on a missing file), i.e. a crash loop. Shipped content is validated with
+	// the loader the binary uses.
 	for _, name := range fileFlags {
 		path := p.value(name)
 		if path == "" {
@@ -206,6 +217,8 @@ func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 		// start the second pod.
 		c.add(fmt.Errorf("%s: %w: podManagementPolicy must be Parallel (readiness waits for worker registration)", w, ErrStatefulSet))
 	}
+	// Clients need one stable, load-balanced address that only reaches ready replicas: a
+	// ClusterIP Service exposing --port. (The headless Service reaches unready pods too.)
 	api := false
 	for _, s := range v.services {
 		if s.spec.headless() || !selects(s.spec.Selector, w.spec.Template.Metadata.Labels) {
@@ -249,6 +262,8 @@ func (c *checker) checkReplicaIDs(pods []*kvPod) {
 		}
 		ids[id] = p.name
 	}
+	// A replica applies lifecycle events only from its peers. With several replicas and no peer
+	// source, every replica would ignore the others' bookings and overload workers.
 	for _, p := range pods {
 		peers := splitList(p.value("replica-sync-peers"))
 		if len(pods) > 1 && len(peers) == 0 && p.value("discover-peers") != "true" {
@@ -266,6 +281,8 @@ func (c *checker) checkReplicaIDs(pods []*kvPod) {
 // servers' client port, or embedded servers that form a cluster over routes to every replica.
 func (c *checker) checkBus(v *variant, p *kvPod, replicas int) {
 	where := fmt.Sprintf("%s pod %s", p.w, p.name)
+	// cmd/kvselect starts an embedded server only when --nats-url is empty, so embedded flags next
+	// to --nats-url are silently ignored: a sign the author meant something else.
 	embedded := []string{"nats-listen", "nats-cluster-listen", "nats-cluster-routes"}
 	if url := p.value("nats-url"); url != "" {
 		for _, f := range embedded {
@@ -291,6 +308,9 @@ func (c *checker) checkBus(v *variant, p *kvPod, replicas int) {
 		}
 		return
 	}
+	// Embedded mode. Without clustering, each replica would publish on a private in-process
+	// server and no lifecycle event would ever reach a peer, while every replica still looks
+	// healthy: the failure this check exists for.
 	listen := p.value("nats-cluster-listen")
 	if listen == "" {
 		if replicas > 1 {
@@ -304,6 +324,8 @@ func (c *checker) checkBus(v *variant, p *kvPod, replicas int) {
 		c.add(fmt.Errorf("%s: %w: --nats-cluster-listen %q is not reachable from other pods", where, ErrBus, listen))
 		return
 	}
+	// The port must be declared so that the headless Service and network policies know of it;
+	// and routes must name every replica on that port (checkRoutes).
 	if resolvePort([]container{*p.ct}, portStr) == 0 {
 		c.add(fmt.Errorf("%s: %w: --nats-cluster-listen port %s is not a container port", where, ErrPort, portStr))
 		return

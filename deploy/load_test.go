@@ -43,6 +43,9 @@ func (o *object) field(key string, out any) error {
 // decodeDocs splits data into YAML documents and returns the non-empty ones as objects. Every
 // document must be a mapping with apiVersion, kind and metadata.name. src names the file in
 // messages. It never panics and stops at the first syntax error.
+//
+// Ownership: the returned objects keep references into the decoded node tree; callers must not
+// mutate it. Objects are read-only after decoding.
 func decodeDocs(data []byte, src string) ([]*object, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	var out []*object
@@ -67,6 +70,7 @@ func decodeDocs(data []byte, src string) ([]*object, error) {
 		if err := root.Decode(o); err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", name, ErrSyntax, err)
 		}
+		// kubectl rejects a document without these three; so would kustomize.
 		for f, v := range map[string]string{"apiVersion": o.APIVersion, "kind": o.Kind, "metadata.name": o.Metadata.Name} {
 			if strings.TrimSpace(v) == "" {
 				return nil, fmt.Errorf("%s: %w: %s", name, ErrMissingField, f)
@@ -111,6 +115,10 @@ type service struct {
 }
 
 // variant is one deployable directory (one kustomization) with its objects indexed.
+//
+// Invariant: every object appears once in objects and, by kind, in at most one index; names are
+// unique per kind and namespace (duplicates are reported and the later one wins in the maps).
+// Cross-variant references are never resolved: each variant must be deployable on its own.
 type variant struct {
 	dir        string // relative to deploy/
 	objects    []*object
@@ -141,6 +149,8 @@ func loadVariant(deployRoot, dir string) (*variant, []error) {
 	if err := kdocs[0].root.Decode(&k); err != nil {
 		return nil, []error{fmt.Errorf("%s: %w: %w", dir, ErrSyntax, err)}
 	}
+	// `kubectl apply -k` applies only what the kustomization lists: a manifest beside it that is
+	// not listed would be silently skipped, and a listed file that is missing fails the apply.
 	files, err := filepath.Glob(filepath.Join(deployRoot, dir, "*.yaml"))
 	if err != nil {
 		return nil, []error{err}
@@ -180,7 +190,8 @@ func loadVariant(deployRoot, dir string) (*variant, []error) {
 	return v, errs
 }
 
-// index files o under its kind.
+// index files o under its kind, decoding the typed view the checks need. Kinds the checks do not
+// inspect (Namespace aside) are kept in objects only, for the namespace and duplicate checks.
 func (v *variant) index(o *object) []error {
 	v.objects = append(v.objects, o)
 	switch o.Kind {
@@ -217,7 +228,9 @@ func (v *variant) index(o *object) []error {
 	return nil
 }
 
-// checkNamespaces requires one Namespace per variant and every other object inside it.
+// checkNamespaces requires one Namespace per variant and every other object inside it. Short DNS
+// names (nats, kvselect-0.kvselect-peers) resolve only within the same namespace, so an object
+// placed elsewhere would break every reference to it.
 func (v *variant) checkNamespaces() []error {
 	if v.namespace == "" {
 		return []error{fmt.Errorf("%s: %w: no Namespace object", v.dir, ErrNamespace)}

@@ -40,6 +40,9 @@ func (c *checker) natsOptions(conf string, env map[string]string) (*server.Optio
 	return opts, nil
 }
 
+// checkNATS checks every NATS server container of v. The configuration is loaded by the
+// nats-server package of go.mod, so an option the shipped image's version rejects (e.g. a too
+// short lame_duck_duration, which this check once caught) fails here rather than in a crash loop.
 func (c *checker) checkNATS(v *variant) {
 	for _, w := range v.workloads {
 		ps := &w.spec.Template.Spec
@@ -82,9 +85,12 @@ func (c *checker) checkNATSConfig(v *variant, w *workload, ct *container, where,
 			c.add(fmt.Errorf("%s pod %s: %w", where, pod, err))
 			return
 		}
+		// JetStream would make the servers stateful (volumes, quorum) for no benefit: kvselect's
+		// events are best-effort by contract and it never creates streams.
 		if opts.JetStream {
 			c.add(fmt.Errorf("%s pod %s: %w: kvselect uses core NATS only", where, pod, ErrJetStream))
 		}
+		// Cluster members with equal server names confuse route deduplication and monitoring.
 		if opts.ServerName == "" || names[opts.ServerName] != "" {
 			c.add(fmt.Errorf("%s pod %s: %w: server_name %q is empty or shared with %s", where, pod, ErrNATSConfig, opts.ServerName, names[opts.ServerName]))
 		}
@@ -103,6 +109,7 @@ func (c *checker) checkNATSConfig(v *variant, w *workload, ct *container, where,
 				c.add(fmt.Errorf("%s: %w: probe port %s is not http_port %d", where, ErrPort, p.HTTPGet.Port, opts.HTTPPort))
 			}
 		}
+		// Recorded for checkBus: a kvselect --nats-url must land on this port.
 		c.natsPorts[w] = opts.Port
 		routes := make([]string, len(opts.Routes))
 		for i, u := range opts.Routes {

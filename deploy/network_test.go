@@ -64,6 +64,10 @@ func (v *variant) service(name string) *service {
 }
 
 // resolve returns what host:port reaches from a client in namespace fromNS.
+//
+// Names are interpreted as Kubernetes DNS does for the search path of a pod in fromNS: a short
+// name is looked up in fromNS only. Names of other namespaces than v's are not resolvable here
+// (each variant is self-contained), which is reported as ErrDNS.
 func (v *variant) resolve(host string, port int, fromNS string) ([]target, error) {
 	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
 	// Strip the namespace suffix: .<ns>, .<ns>.svc or .<ns>.svc.cluster.local.
@@ -86,6 +90,8 @@ func (v *variant) resolve(host string, port int, fromNS string) ([]target, error
 	return nil, fmt.Errorf("%w: %s: not a Service or pod name of %s", ErrDNS, host, v.dir)
 }
 
+// resolveService resolves a Service name: for a ClusterIP Service through its port list (port →
+// targetPort → container port), for a headless one directly to the pods' container port.
 func (v *variant) resolveService(host, name string, port int) ([]target, error) {
 	s := v.service(name)
 	if s == nil {
@@ -121,6 +127,9 @@ func (v *variant) resolveService(host, name string, port int) ([]target, error) 
 	return out, nil
 }
 
+// resolvePod resolves <pod>.<svc>: the governing Service must be headless and publish not-ready
+// addresses (both kvselect and NATS use these names before their pods are ready), and pod must be
+// one of the names the StatefulSet creates at its declared replica count.
 func (v *variant) resolvePod(host, pod, svcName string, port int) ([]target, error) {
 	s := v.service(svcName)
 	if s == nil {

@@ -12,6 +12,7 @@ import (
 // goRuntimeEnv are variables the Go runtime of every binary reads.
 var goRuntimeEnv = map[string]bool{"GOMEMLIMIT": true, "GOMAXPROCS": true, "GOGC": true, "GODEBUG": true, "GOTRACEBACK": true}
 
+// checkPods runs the workload-independent checks on every container of every workload of v.
 func (c *checker) checkPods(v *variant) {
 	for _, w := range v.workloads {
 		ps := &w.spec.Template.Spec
@@ -20,6 +21,7 @@ func (c *checker) checkPods(v *variant) {
 			where := fmt.Sprintf("%s container %s", w, ct.Name)
 			c.add(checkResources(where, ct)...)
 			c.add(checkSecurity(where, ps, ct, imageRepo(ct.Image) == "kvselect", c.dockerUID)...)
+			// A mount naming no volume is rejected by the API server at apply time.
 			for _, m := range ct.VolumeMounts {
 				found := false
 				for _, vol := range ps.Volumes {
@@ -29,6 +31,8 @@ func (c *checker) checkPods(v *variant) {
 					c.add(fmt.Errorf("%s: %w: mount %s names no volume", where, ErrMount, m.Name))
 				}
 			}
+			// A probe on an undeclared port name is rejected; on an undeclared number it silently
+			// probes nothing and the pod never becomes ready.
 			for _, p := range []*probe{ct.ReadinessProbe, ct.LivenessProbe, ct.StartupProbe} {
 				if p != nil && p.HTTPGet != nil && resolvePort(ps.Containers, p.HTTPGet.Port) == 0 {
 					c.add(fmt.Errorf("%s: %w: probe port %s is not a container port", where, ErrPort, p.HTTPGet.Port))
@@ -51,6 +55,8 @@ func (c *checker) checkPods(v *variant) {
 func checkResources(where string, ct *container) []error {
 	var errs []error
 	req, lim := ct.Resources.Requests, ct.Resources.Limits
+	// Without requests the scheduler may pack the selector onto a saturated node; without a
+	// memory limit a leak takes the node down instead of the pod.
 	for _, need := range []struct {
 		m       map[string]string
 		k, what string

@@ -51,8 +51,14 @@ var flagMethods = map[string]struct {
 }
 
 // parseFlagDecls returns the flags declared in src: every call fs.<Method>(...) whose receiver is
-// the identifier fs and whose name argument is a string literal. A declaration whose name is not
-// a literal is an ErrSource (the checks would silently miss that flag).
+// the identifier fs (the name flags.go uses for its *flag.FlagSet) and whose name argument is a
+// string literal. A declaration whose name is not a literal is an ErrSource (the checks would
+// silently miss that flag), and so is finding no flag at all (a renamed receiver must not make
+// every manifest argument "unknown" or, worse, the check vacuous).
+//
+// Only declarations are read, not the validation after fs.Parse (mutually exclusive flags, port
+// ranges): the checks accept what the flag set accepts, and the real binary may still reject a
+// combination. The manifests use no such combination.
 func parseFlagDecls(src []byte) (map[string]flagSpec, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), flagsSource, src, 0)
 	if err != nil {
@@ -105,34 +111,65 @@ func parseFlagDecls(src []byte) (map[string]flagSpec, error) {
 
 // parseRoutes returns the "METHOD /path" routes registered in src: calls r.GET/POST/PUT/PATCH/
 // DELETE/HEAD(path, ...) and r.Handler/Handle/HandlerFunc(method, path, ...) where path is a
-// string literal and method a literal or http.MethodXxx.
+// string literal and method a literal or http.MethodXxx. Registration helpers are followed one
+// level: a function (declared, or a literal assigned to a name) that registers its first
+// parameter as a path, e.g. get := func(path string, h Handle) { r.GET(path, h); r.HEAD(path, h) },
+// registers those methods for every call get("/literal", ...).
 func parseRoutes(src []byte) (map[string]bool, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), routesSource, src, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", routesSource, ErrSource, err)
 	}
+	// Pass 1: helpers, by name, with the methods they register for their first parameter.
+	helpers := map[string][]string{}
+	addHelper := func(name string, ft *ast.FuncType, body *ast.BlockStmt) {
+		if ft.Params == nil || len(ft.Params.List) == 0 || len(ft.Params.List[0].Names) == 0 || body == nil {
+			return
+		}
+		param := ft.Params.List[0].Names[0].Name
+		ast.Inspect(body, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if meth, arg, ok := registration(call); ok {
+					if id, ok := arg.(*ast.Ident); ok && id.Name == param {
+						helpers[name] = append(helpers[name], meth)
+					}
+				}
+			}
+			return true
+		})
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch d := n.(type) {
+		case *ast.FuncDecl:
+			addHelper(d.Name.Name, d.Type, d.Body)
+		case *ast.AssignStmt:
+			for i, rhs := range d.Rhs {
+				if lit, ok := rhs.(*ast.FuncLit); ok && i < len(d.Lhs) {
+					if id, ok := d.Lhs[i].(*ast.Ident); ok {
+						addHelper(id.Name, lit.Type, lit.Body)
+					}
+				}
+			}
+		}
+		return true
+	})
+	// Pass 2: registrations with literal paths, direct or through a helper. Any receiver is
+	// accepted: server.go registers on a single httprouter, and a route with a non-literal path
+	// (the AIBrix path) is not a probe target.
 	routes := make(map[string]bool)
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok {
 			return true
 		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		switch m := sel.Sel.Name; m {
-		case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD":
-			if len(call.Args) > 0 {
-				if p, ok := stringLit(call.Args[0]); ok && strings.HasPrefix(p, "/") {
-					routes[m+" "+p] = true
-				}
+		if meth, arg, ok := registration(call); ok {
+			if p, ok := stringLit(arg); ok && strings.HasPrefix(p, "/") {
+				routes[meth+" "+p] = true
 			}
-		case "Handler", "Handle", "HandlerFunc":
-			if len(call.Args) > 1 {
-				meth, ok1 := httpMethod(call.Args[0])
-				p, ok2 := stringLit(call.Args[1])
-				if ok1 && ok2 && strings.HasPrefix(p, "/") {
+		}
+		if id, ok := call.Fun.(*ast.Ident); ok && len(call.Args) > 0 {
+			if p, ok := stringLit(call.Args[0]); ok && strings.HasPrefix(p, "/") {
+				for _, meth := range helpers[id.Name] {
 					routes[meth+" "+p] = true
 				}
 			}
@@ -165,7 +202,30 @@ func parseEnvNames(name string, src []byte) (map[string]bool, error) {
 	return names, nil
 }
 
-// goModVersions returns the go directive and the required version of nats-server from go.mod.
+// registration recognises a route registration call and returns its method and path argument.
+func registration(call *ast.CallExpr) (method string, path ast.Expr, ok bool) {
+	sel, isSel := call.Fun.(*ast.SelectorExpr)
+	if !isSel {
+		return "", nil, false
+	}
+	switch m := sel.Sel.Name; m {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD":
+		if len(call.Args) > 0 {
+			return m, call.Args[0], true
+		}
+	case "Handler", "Handle", "HandlerFunc":
+		if len(call.Args) > 1 {
+			if meth, ok := httpMethod(call.Args[0]); ok {
+				return meth, call.Args[1], true
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// goModVersions returns the go directive and the required version of nats-server from go.mod:
+// the Go the image must be built with, and the nats-server the NATS image must run (the version
+// every bus test of the repository runs against).
 func goModVersions(src []byte) (goVersion, natsServer string, err error) {
 	for _, line := range strings.Split(string(src), "\n") {
 		fields := strings.Fields(line)

@@ -10,6 +10,8 @@ import (
 // Table tests of the checks' building blocks. The end-to-end behaviour is covered by TestDeploy
 // and TestDeployMutations; these pin the edge cases those cannot reach.
 
+// TestParseQuantity pins Kubernetes' quantity grammar where it is easy to get wrong: decimal vs
+// binary suffixes, fractions, exponents, and "E" as exa rather than an exponent marker.
 func TestParseQuantity(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -23,6 +25,8 @@ func TestParseQuantity(t *testing.T) {
 		{"1e3", big.NewRat(1000, 1)},
 		{"1E", big.NewRat(1e18, 1)}, // exa, not an exponent
 		{"0.5Ki", big.NewRat(512, 1)},
+		// Rejected: empty, suffix only, negative, inner space, a non-Kubernetes suffix, an exponent
+		// that would allocate a huge number, words.
 		{"", nil}, {"Gi", nil}, {"-1", nil}, {"1 Gi", nil}, {"1GB", nil}, {"1e999999999", nil}, {"two", nil},
 	} {
 		got, err := parseQuantity(tc.in)
@@ -35,6 +39,8 @@ func TestParseQuantity(t *testing.T) {
 	}
 }
 
+// TestParseGoMemLimit pins the runtime's GOMEMLIMIT syntax, which differs from Kubernetes' (MiB,
+// not Mi; integers only): mixing the two up is a classic manifest mistake.
 func TestParseGoMemLimit(t *testing.T) {
 	for in, want := range map[string]int64{"900MiB": 900 << 20, "1GiB": 1 << 30, "4096": 4096, "10B": 10} {
 		got, err := parseGoMemLimit(in)
@@ -49,6 +55,8 @@ func TestParseGoMemLimit(t *testing.T) {
 	}
 }
 
+// TestExpand pins $(VAR) expansion: substitution, the $$ escape, and that unknown or malformed
+// references stay literal (and unknown ones are reported).
 func TestExpand(t *testing.T) {
 	vars := map[string]string{"POD_NAME": "kvselect-1", "NS": "kvselect"}
 	for _, tc := range []struct {
@@ -70,6 +78,7 @@ func TestExpand(t *testing.T) {
 	}
 }
 
+// TestImageRef covers registry hosts with ports (whose colon is not a tag separator) and digests.
 func TestImageRef(t *testing.T) {
 	for _, tc := range []struct{ in, repo, tag string }{
 		{"kvselect:latest", "kvselect", "latest"},
@@ -84,6 +93,7 @@ func TestImageRef(t *testing.T) {
 	}
 }
 
+// TestSplitURL covers default ports, paths, bad ports and host:port strings that are not URLs.
 func TestSplitURL(t *testing.T) {
 	for _, tc := range []struct {
 		in, host, path string
@@ -103,6 +113,8 @@ func TestSplitURL(t *testing.T) {
 	}
 }
 
+// TestDisruptionsAllowed covers both budget forms, Kubernetes' rounding of percentages (both round
+// up), and the invalid shapes (neither or both fields set, bad percentages).
 func TestDisruptionsAllowed(t *testing.T) {
 	s := func(v string) *string { return &v }
 	for _, tc := range []struct {
@@ -127,6 +139,7 @@ func TestDisruptionsAllowed(t *testing.T) {
 	}
 }
 
+// TestNATSConfigPath covers the spellings nats-server accepts for its configuration file.
 func TestNATSConfigPath(t *testing.T) {
 	for _, tc := range []struct {
 		argv []string
@@ -144,6 +157,8 @@ func TestNATSConfigPath(t *testing.T) {
 	}
 }
 
+// TestParseFlagDecls runs the flag reader on a synthetic source: both declaration forms, literal
+// and computed defaults, a receiver other than fs (ignored), and the source shapes it must refuse.
 func TestParseFlagDecls(t *testing.T) {
 	src := `package main
 func parse() {
@@ -186,6 +201,8 @@ func parse() {
 	}
 }
 
+// TestParseRoutes runs the route reader on a synthetic source: method helpers, Handler with a
+// constant or literal method, and registrations it must skip (non-literal or relative paths).
 func TestParseRoutes(t *testing.T) {
 	src := `package api
 func New() {
@@ -195,21 +212,28 @@ func New() {
 	r.Handler("DELETE", "/x", m)
 	r.GET(path, h)
 	r.GET("relative", h)
+	get := func(path string, h Handle) { r.GET(path, h); r.HEAD(path, h) }
+	get("/ready", h)
+	get(p, h)
+	other := func(x int, path string) { r.GET(path, nil) }
+	other(1, "/not-a-route")
 }`
 	got, err := parseRoutes([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{"GET /health", "POST /workers", "GET /metrics", "DELETE /x"} {
+	for _, r := range []string{"GET /health", "POST /workers", "GET /metrics", "DELETE /x", "GET /ready", "HEAD /ready"} {
 		if !got[r] {
 			t.Errorf("missing %s in %v", r, got)
 		}
 	}
-	if len(got) != 4 {
-		t.Errorf("got %d routes %v, want 4", len(got), got)
+	if len(got) != 6 {
+		t.Errorf("got %d routes %v, want 6", len(got), got)
 	}
 }
 
+// TestParseDockerfile covers directives and ARG before FROM, continuation lines with a comment in
+// the middle, stage names, and input Docker itself would refuse.
 func TestParseDockerfile(t *testing.T) {
 	df := "# syntax=docker/dockerfile:1\nARG V=1\nFROM golang:1.26 AS build\nRUN go build \\\n  # a comment inside\n  -o /out/k ./cmd/kvselect\nFROM scratch\nCOPY --from=build /out/k /k\n"
 	st, err := parseDockerfile(df)
