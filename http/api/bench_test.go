@@ -168,3 +168,35 @@ func BenchmarkSelectLoopback(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSelectInProcessWithMetrics is BenchmarkSelectInProcess with the request metrics on,
+// as cmd/kvselect serves it: the difference is the instrumentation's cost per request.
+func BenchmarkSelectInProcessWithMetrics(b *testing.B) {
+	cfg := engine.DefaultConfig()
+	cfg.UseKVEvents = false
+	svc, err := core.New(core.Config{Engine: cfg, Seed: 1, Clock: newFakeClock().Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = svc.Close() })
+	h := api.New(svc, api.Options{Metrics: api.NewMetrics(svc)})
+	for id := 1; id <= 3; id++ {
+		serve(b, h, "POST", "/workers", worker(uint64(id), "", "", 16), http.StatusCreated)
+	}
+	body := []byte(`{"token_ids":` + benchPrompt(1000) + `}`)
+	w := &discardWriter{h: http.Header{}}
+	rd := bytes.NewReader(body)
+	req := httptest.NewRequest("POST", "/select", rd)
+	req.Header.Set("Content-Type", "application/json")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		w.code = 0
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+}

@@ -118,11 +118,12 @@ const nullBodyMsg = "Failed to deserialize the JSON body into the target type: i
 // 400; data errors then win over trailing data after the value; trailing data alone is 400.
 // A bare null is 422 (encoding/json would decode it as a no-op; serde rejects it).
 func decodeBody[T any](body []byte, v *T, t *structTable[T]) error {
-	d := decoder{buf: body}
+	d := getDecoder(body)
+	defer putDecoder(d)
 	if d.peek() != '{' {
-		return topLevelNotObject(&d)
+		return topLevelNotObject(d)
 	}
-	if err := object(&d, v, t); err != nil {
+	if err := object(d, v, t); err != nil {
 		if !isSyntax(err) {
 			if serr := (&decoder{buf: body}).skipValue(); serr != nil {
 				return httpErr(serr)
@@ -134,6 +135,27 @@ func decodeBody[T any](body []byte, v *T, t *structTable[T]) error {
 		return httpErr(d.syntaxErr(d.pos, "trailing characters"))
 	}
 	return nil
+}
+
+// decoderPool recycles decoders (the typed readers are called through function values, so a
+// decoder always escapes to the heap) together with their scratch buffers.
+var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
+
+// getDecoder returns a decoder positioned at the start of body.
+func getDecoder(body []byte) *decoder {
+	d := decoderPool.Get().(*decoder)
+	d.buf, d.pos, d.depth = body, 0, 0
+	return d
+}
+
+// putDecoder drops the decoder's reference to the body and recycles it; a scratch buffer that
+// grew past maxPooledBody is dropped with it.
+func putDecoder(d *decoder) {
+	d.buf = nil
+	if cap(d.scratch) > maxPooledBody {
+		d.scratch = nil
+	}
+	decoderPool.Put(d)
 }
 
 // topLevelNotObject classifies a body whose first value is not an object: malformed (400), a

@@ -65,8 +65,25 @@ func (m *Metrics) instrument(route string, h httprouter.Handle) httprouter.Handl
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r, ps)
 		lat.Observe(time.Since(start).Seconds())
-		m.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+		m.requests.WithLabelValues(route, codeLabel(rec.code)).Inc()
 	}
+}
+
+// codeLabels holds the decimal text of every valid status code, so labelling a request does
+// not format (and allocate) it each time.
+var codeLabels = func() (l [600]string) {
+	for c := 100; c < len(l); c++ {
+		l[c] = strconv.Itoa(c)
+	}
+	return l
+}()
+
+// codeLabel returns the label text of a status code.
+func codeLabel(code int) string {
+	if code >= 100 && code < len(codeLabels) {
+		return codeLabels[code]
+	}
+	return strconv.Itoa(code)
 }
 
 // serviceCollector exports core.Service statistics at scrape time.

@@ -12,13 +12,19 @@ import (
 // policyClassHeader selects a router-queue policy class (trimmed; empty ignored).
 const policyClassHeader = "x-dynamo-meta-policy-class"
 
+// policyClassKey is policyClassHeader in net/http's canonical form, computed once: Header.Get
+// would canonicalise the lower-case name, allocating, on every request.
+var policyClassKey = http.CanonicalHeaderKey(policyClassHeader)
+
 func (h *handlers) decodeSelect(w http.ResponseWriter, r *http.Request) (*core.SelectRequest, bool) {
 	var req core.SelectRequest
 	if err := decodeJSON(w, r, &req, selectRequestTable); err != nil {
 		writeError(w, err)
 		return nil, false
 	}
-	req.PolicyClass = strings.TrimSpace(r.Header.Get(policyClassHeader))
+	if v := r.Header[policyClassKey]; len(v) > 0 {
+		req.PolicyClass = strings.TrimSpace(v[0])
+	}
 	return &req, true
 }
 
