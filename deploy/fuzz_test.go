@@ -80,3 +80,13 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// mustRead reads a file under deploy/.
+func mustRead(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", rel))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
