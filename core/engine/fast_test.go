@@ -403,3 +403,61 @@ func TestRankNames(t *testing.T) {
 		})
 	}
 }
+
+// TestBuiltinScorersMatchBothPaths: the exported built-in scorers, used as the only cost
+// (ReplaceBuiltin), reproduce the built-in cost of the general path and of the fast path rank by
+// rank (within 1e-9 relative: the scorers evaluate the same formula outside the engine's loop),
+// and the three engines make the same decisions. TestBuiltinScorersReproduceBuiltinCost checks
+// the same against an engine that now takes the fast path; this keeps the general path's
+// per-rank costs covered too.
+func TestBuiltinScorersMatchBothPaths(t *testing.T) {
+	for _, cfg := range []Config{DefaultConfig(), KVSelectDefaults()} {
+		scorer := DynamoScorer(cfg)
+		if cfg.Policy == PolicyKVSelect {
+			scorer = KVSelectScorer(cfg)
+		}
+		fast := scoringEngine(t, cfg, Scoring{})
+		general := scoringEngine(t, cfg, Scoring{})
+		general.scratch.fast.disabled = true
+		custom := scoringEngine(t, cfg, Scoring{ReplaceBuiltin: true, Scorers: []WeightedScorer{{Name: "builtin", Weight: 1, Scorer: scorer}}})
+		rng := rand.New(rand.NewPCG(9, 9))
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(a)) }
+		compared := 0
+		for i := range 200 {
+			tokens := toks(rng.IntN(4)*4, 4+rng.IntN(20))
+			id := fmt.Sprint("r", i)
+			hits := fast.scratch.fast.hits
+			rf, errF := fast.SelectAndReserve(selReq(id, tokens), t0)
+			rg, errG := general.SelectAndReserve(selReq(id, tokens), t0)
+			rc, errC := custom.SelectAndReserve(selReq(id, tokens), t0)
+			if (errF == nil) != (errG == nil) || (errG == nil) != (errC == nil) {
+				t.Fatalf("%s step %d: errors differ: %v / %v / %v", cfg.Policy, i, errF, errG, errC)
+			}
+			if errF != nil {
+				continue
+			}
+			if fast.scratch.fast.hits == hits {
+				t.Fatalf("%s step %d: the fast engine took the general path", cfg.Policy, i)
+			}
+			if rf.WorkerID != rg.WorkerID || rf.DPRank != rg.DPRank || rg.WorkerID != rc.WorkerID || rg.DPRank != rc.DPRank {
+				t.Fatalf("%s step %d: fast chose %d, general %d, scorer %d", cfg.Policy, i, rf.WorkerID, rg.WorkerID, rc.WorkerID)
+			}
+			gc, cc := general.scratch.cands, custom.scratch.cands
+			if len(gc) != len(cc) || len(gc) != len(fast.scratch.fast.cost) {
+				t.Fatalf("%s step %d: %d / %d / %d candidates", cfg.Policy, i, len(fast.scratch.fast.cost), len(gc), len(cc))
+			}
+			for j := range gc {
+				if fc := fast.scratch.fast.cost[j]; math.Float64bits(fc) != math.Float64bits(gc[j].cost) || !near(gc[j].cost, cc[j].cost) {
+					t.Fatalf("%s step %d cand %d: fast %v, general %v, scorer %v", cfg.Policy, i, j, fc, gc[j].cost, cc[j].cost)
+				}
+				compared++
+			}
+			if rng.IntN(3) == 0 {
+				_, _, _ = fast.Free(id), general.Free(id), custom.Free(id)
+			}
+		}
+		if compared < 300 {
+			t.Fatalf("%s: only %d costs compared", cfg.Policy, compared)
+		}
+	}
+}
