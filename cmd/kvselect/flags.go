@@ -33,6 +33,7 @@ type options struct {
 
 	// kvselect's own flags.
 	replicaID         string
+	advertiseHTTP     string
 	cluster           string
 	natsURL           string
 	natsUser          string
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.trackingKeyID, "router-tracking-key-id", "", "provider key epoch id (keyed-xxh3-v1)")
 
 	fs.StringVar(&o.replicaID, "replica-id", "", "this replica's id on the bus (default: tcp://<hostname>:<port>)")
+	fs.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP base URL peers use to reach this replica, announced in heartbeats (default http://<hostname>:<port>)")
 	fs.StringVar(&o.cluster, "cluster", "default", "selector cluster name: the NATS subject namespace shared by replicas")
 	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS servers (comma-separated); empty runs an embedded server")
 	fs.StringVar(&o.natsUser, "nats-user", "", "NATS user")

@@ -187,6 +187,9 @@ func recoverIndex(o *options, svc *core.Service, maxPayload int64, alone bool) e
 
 // advertisedHTTP is the HTTP base URL announced to peers in heartbeats.
 func advertisedHTTP(o *options) string {
+	if o.advertiseHTTP != "" {
+		return o.advertiseHTTP
+	}
 	host := o.host
 	if host == "0.0.0.0" || host == "::" || host == "" {
 		host, _ = os.Hostname()
