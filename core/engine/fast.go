@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
@@ -12,6 +13,9 @@ import (
 // pipeline of choose (score → filter → scorers → overrides → pick) reduces to "cost of every rank,
 // arg-min with random ties", and the per-candidate Candidate/scored records that the general
 // path builds for scorers, pickers and the overrides are never looked at except for the winner.
+//
+// The fast path also serves live session bindings: the bound rank wins outright, as in the
+// general path, and no tie-break is drawn.
 //
 // chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
 // kvselectTerms) from compact per-rank arrays instead:
@@ -54,11 +58,6 @@ func (e *Engine) fastEligible(p *partition, req *SelectRequest, session string, 
 		req.AllowedWorkerIDs != nil || req.RoutingConstraints != nil || w.temperature > 0 {
 		return false
 	}
-	if session != "" {
-		if _, bound := p.sessions[session]; bound {
-			return false // boundCandidate may route to (or drop) the binding: general path
-		}
-	}
 	return p.ordinalsValid()
 }
 
@@ -89,12 +88,17 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 		}
 	}
 
+	// A live session binding wins outright when its rank is a candidate (boundCandidate: every
+	// rank is eligible here); then nothing is drawn. A binding whose rank is gone is dropped.
+	bound := e.boundFast(p, sel.session)
+	draw := bound < 0
+
 	// Cost of every rank, and the default picker fused into the same pass: pick's running
 	// arg-min visits the ranks in the same order and draws at the same ties.
 	cost := resize(f.cost, nc)
 	f.cost = cost
 	tr := p.tracker
-	pick := argmin{best: -1, rng: e.rng}
+	pick := argmin{best: bound, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
 		for i := range cost {
@@ -102,6 +106,9 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 			o := &ov[i]
 			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
 			cost[i] = c
+			if !draw {
+				continue
+			}
 			if pick.better(c) {
 				pick.best, pick.ties, pick.cost = i, 1, c
 			} else if c == pick.cost {
@@ -127,6 +134,9 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 				c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
 			}
 			cost[i] = c
+			if !draw {
+				continue
+			}
 			if pick.better(c) {
 				pick.best, pick.ties, pick.cost = i, 1, c
 			} else if c == pick.cost {
@@ -136,6 +146,25 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 	}
 	e.materialize(sel, pick.best, booking)
 	return nil
+}
+
+// boundFast is boundCandidate on the fast path: the candidate index of the session's bound rank,
+// or -1 (no session, no binding, or a binding whose rank is no longer a candidate, which is
+// deleted as boundCandidate deletes it).
+func (e *Engine) boundFast(p *partition, session string) int {
+	if session == "" {
+		return -1
+	}
+	b, ok := p.sessions[session]
+	if !ok {
+		return -1
+	}
+	j, found := slices.BinarySearchFunc(p.owners, b.owner, Owner.Compare)
+	if !found {
+		delete(p.sessions, session)
+		return -1
+	}
+	return j
 }
 
 // admitFast is admit over every rank (all are eligible on the fast path): nil as soon as one rank

@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +31,8 @@ type twin struct {
 	// Coverage: selections answered by the fast path, decisions made among tied minimum costs,
 	// and selections that fell back to the general path.
 	fastHits, ties, fallbacks int
+	// Fast selections that met a live session binding, and bindings they dropped as stale.
+	boundHits, staleDrops int
 }
 
 func newTwin(t *testing.T, cfg Config, seed uint64) *twin {
@@ -70,6 +73,9 @@ func (tw *twin) same(step int, op string, ra, rb any, ea, eb error) {
 // prompt draws tokens from a few shared prefixes so that ranks overlap and costs tie often.
 func (tw *twin) prompt() []uint32 {
 	sys := toks(1000*tw.rng.IntN(3), 4*tw.rng.IntN(4))
+	if tw.rng.IntN(4) == 0 {
+		sys = toks(1000*tw.rng.IntN(3), 48) // long cached prefixes: kvselect's affinity pull makes costs negative
+	}
 	tail := toks(50_000+100*tw.rng.IntN(6), tw.rng.IntN(14))
 	return cat(sys, tail)
 }
@@ -218,6 +224,11 @@ func (tw *twin) checkFastState(step int, key PartitionKey) {
 func (tw *twin) selectOp(step int, booking bool) {
 	req := tw.request(booking)
 	hits := tw.fast.scratch.fast.hits
+	sid := req.sessionID()
+	boundBefore := false
+	if p := tw.fast.parts[defKey]; p != nil {
+		_, boundBefore = p.sessions[sid]
+	}
 	var ra, rb *SelectResponse
 	var ea, eb error
 	if booking {
@@ -237,6 +248,12 @@ func (tw *twin) selectOp(step int, booking bool) {
 	}
 	if tw.fast.scratch.fast.hits != hits {
 		tw.fastHits++
+		if boundBefore && tw.fast.cfg.SessionAffinityTTL > 0 && req.PinnedWorker == nil && req.AffinityTarget == nil {
+			tw.boundHits++
+			if _, still := tw.fast.parts[defKey].sessions[sid]; !still {
+				tw.staleDrops++
+			}
+		}
 		if ea == nil {
 			tw.checkFastState(step, PartitionKey{Model: DefaultName, Group: DefaultName})
 		}
@@ -331,9 +348,13 @@ func TestFastPathDifferential(t *testing.T) {
 		"tiers_weights": func(c *Config) {
 			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 1.5
 		},
-		"no_prefill":  func(c *Config) { c.TrackPrefillTokens = false },
-		"queueing":    func(c *Config) { c.QueueThreshold = ptr(0.5) },
-		"sessions":    func(c *Config) { c.SessionAffinityTTL = time.Minute },
+		"no_prefill": func(c *Config) { c.TrackPrefillTokens = false },
+		"queueing":   func(c *Config) { c.QueueThreshold = ptr(0.5) },
+		"sessions":   func(c *Config) { c.SessionAffinityTTL = time.Minute },
+		"kvselect_sessions": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.SessionAffinityTTL = time.Minute
+		},
 		"approximate": func(c *Config) { c.UseKVEvents = false },
 		"busy_flags":  func(c *Config) { c.DecodeBusyThreshold, c.PrefillBusyThreshold = ptr(0.01), ptr(0.01) },
 		"temperature": func(c *Config) { c.Temperature = 0.3 }, // never fast: checks the fallback
@@ -344,7 +365,7 @@ func TestFastPathDifferential(t *testing.T) {
 	}
 	for name, edit := range configs {
 		t.Run(name, func(t *testing.T) {
-			hits, ties := 0, 0
+			hits, ties, bound, stale := 0, 0, 0, 0
 			for seed := range uint64(4) {
 				cfg := DefaultConfig()
 				edit(&cfg)
@@ -353,6 +374,11 @@ func TestFastPathDifferential(t *testing.T) {
 				tw.run(steps)
 				hits += tw.fastHits
 				ties += tw.ties
+				bound += tw.boundHits
+				stale += tw.staleDrops
+			}
+			if strings.HasSuffix(name, "sessions") && (bound < 20 || stale == 0) {
+				t.Fatalf("weak session workload: %d fast selections met a binding, %d dropped a stale one", bound, stale)
 			}
 			if name == "temperature" {
 				if hits != 0 {
@@ -363,7 +389,7 @@ func TestFastPathDifferential(t *testing.T) {
 			if hits < 100 || ties < 20 {
 				t.Fatalf("weak workload: %d fast selections, %d with tied minimum costs", hits, ties)
 			}
-			t.Logf("%d fast selections, %d decided among tied minimum costs", hits, ties)
+			t.Logf("%d fast selections, %d decided among tied minimum costs, %d met a session binding (%d stale)", hits, ties, bound, stale)
 		})
 	}
 }
