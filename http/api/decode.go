@@ -40,6 +40,8 @@ func decodeJSON[T any](w http.ResponseWriter, r *http.Request, v *T, t *structTa
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
 		return &httpError{errUnsupportedMedia, "Expected request with `Content-Type: application/json`"}
 	}
+	// The body is read whole before decoding (axum's Bytes extractor does the same), so the
+	// 413 for an oversized body wins over any syntax error inside it.
 	buf, err := readBody(w, r)
 	if err != nil {
 		return err
@@ -86,6 +88,9 @@ func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 	if n := int(r.ContentLength); n >= 0 && n <= maxBody && cap(b) < n+1 {
 		b = make([]byte, 0, n+1) // +1: the final Read sees EOF without growing the buffer
 	}
+	// Read until EOF into the spare capacity, growing (by append's policy) only when full.
+	// With a declared length the buffer already has one spare byte, so the read that returns
+	// EOF needs no growth and a typical body costs no allocation at all.
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]

@@ -40,7 +40,9 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// writeSelectResponse writes a /select or /select_and_reserve answer.
+// writeSelectResponse writes a /select or /select_and_reserve answer. The buffer goes back to
+// the pool after Write returns; one that grew past maxPooledResp (a huge sequence_hashes echo)
+// is left to the garbage collector instead.
 func writeSelectResponse(w http.ResponseWriter, status int, r *core.SelectResponse) {
 	bp := respPool.Get().(*[]byte)
 	b := appendSelectResponse((*bp)[:0], r)
@@ -52,6 +54,12 @@ func writeSelectResponse(w http.ResponseWriter, status int, r *core.SelectRespon
 }
 
 // appendSelectResponse appends r's JSON encoding to b.
+//
+// Field order is the struct's, with the embedded *Booked's fields at its position (after
+// selection_id), which is where encoding/json puts promoted fields. Pointer fields tagged
+// omitempty are left out when nil; Booked's sequence_hashes has no omitempty, so a nil slice
+// is null. If a field is added to SelectResponse in core/engine, the property test fails until
+// it is added here.
 func appendSelectResponse(b []byte, r *engine.SelectResponse) []byte {
 	b = append(b, '{')
 	if r.SelectionID != nil {
@@ -145,6 +153,8 @@ func appendOverlap(b []byte, o *engine.OverlapSummary) []byte {
 	b = append(b, `,"gpu":`...)
 	b = strconv.AppendUint(b, o.GPU, 10)
 	b = append(b, `,"dp":`...)
+	// A nil map is null, an empty one {} (encoding/json's distinction; the engine always
+	// sets dp, but the encoder does not rely on it).
 	if o.DP == nil {
 		b = append(b, "null"...)
 	} else {
@@ -222,7 +232,9 @@ func appendInt64s(b []byte, v []int64) []byte {
 }
 
 // appendJSONString appends s as a JSON string literal exactly as encoding/json writes it (with
-// HTML escaping on, its default).
+// HTML escaping on, its default): '"' and '\\' backslash-escaped; \b \f \n \r \t by name;
+// other control bytes and < > & as \u00XX; U+2028 and U+2029 as \u202X; each byte of
+// invalid UTF-8 as \ufffd. Runs of bytes that need nothing are copied in one append.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')

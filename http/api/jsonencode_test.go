@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
@@ -22,6 +25,9 @@ var encStrings = []string{
 	"\x00\x01\x1f\x7f", "é日本😀", "\u2028\u2029", "\xff\xfe", "a\xc3", "\xed\xa0\x80", "/slash",
 }
 
+// encGen draws response values. Strings mix the escaping classes (also concatenated, so
+// escapes land next to each other and to multi-byte runes), integers include 0 and the type's
+// maximum, slices are nil, empty or full, so every omitempty and null rule is hit both ways.
 type encGen struct{ r *rand.Rand }
 
 func (g encGen) str() string {
@@ -70,7 +76,9 @@ func maybe[T any](g encGen, v T) *T {
 	return &v
 }
 
-// response is a random SelectResponse.
+// response is a random SelectResponse. dp maps get up to 22 keys, more than the 16 that
+// appendOverlap sorts on the stack, so its heap fallback is covered too; a few keys are
+// arbitrary strings, so key escaping and sorting by raw bytes are checked.
 func (g encGen) response() *engine.SelectResponse {
 	r := &engine.SelectResponse{
 		SelectionID: maybe(g, g.str()), ModelName: g.str(), RoutingGroup: g.str(), WorkerID: g.u64(),
@@ -150,4 +158,50 @@ func FuzzJSONString(f *testing.F) {
 			t.Fatalf("%q in a response: got %s, want %s", s, got, want)
 		}
 	})
+}
+
+// encodedFields are the JSON names the appenders write for each response type. A field added
+// to one of these structs in core/engine changes its reflected set and fails
+// TestEncoderCoversResponses, even if it is an omitempty field that the random responses above
+// would always leave out.
+var encodedFields = map[reflect.Type][]string{
+	reflect.TypeFor[engine.SelectResponse](): {"selection_id", "sequence_hashes", "isl_tokens", "track_prefill_tokens",
+		"model_name", "routing_group", "worker_id", "dp_rank", "endpoint", "block_size", "overlap",
+		"effective_prefill_tokens", "potential_decode_blocks", "decode_busy", "worker_load", "kv_hint"},
+	reflect.TypeFor[engine.OverlapSummary]():      {"longest_matched", "gpu", "dp", "cpu", "disk"},
+	reflect.TypeFor[engine.WorkerLoad]():          {"active_prefill_tokens", "prefill_token_capacity", "total_kv_blocks", "prefill_busy"},
+	reflect.TypeFor[engine.KVHint]():              {"protocol_version", "message_id", "actions"},
+	reflect.TypeFor[engine.KVHintAction]():        {"action_id", "action_type", "action_version", "payload"},
+	reflect.TypeFor[engine.KVHintPayload]():       {"source_control_endpoint", "block_hashes"},
+	reflect.TypeFor[engine.ReservationResponse](): {"selection_id", "model_name", "routing_group", "worker_id", "dp_rank", "endpoint"},
+}
+
+// TestEncoderCoversResponses compares encodedFields with the structs' JSON fields (embedded
+// structs, pointer or not, promoted as encoding/json promotes them).
+func TestEncoderCoversResponses(t *testing.T) {
+	var names func(reflect.Type) []string
+	names = func(t reflect.Type) []string {
+		var out []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+				out = append(out, names(ft)...)
+				continue
+			}
+			if tag != "-" && f.IsExported() {
+				out = append(out, tag)
+			}
+		}
+		return out
+	}
+	for typ, want := range encodedFields {
+		if got := names(typ); !slices.Equal(got, want) {
+			t.Errorf("%v: struct fields %v, encoder writes %v", typ, got, want)
+		}
+	}
 }

@@ -49,6 +49,8 @@ func (e *jsonError) Error() string {
 }
 
 // httpErr converts a decoding failure into the handler's error, with axum's prefix and kind.
+// Anything that is not a *jsonError cannot come from the decoder; it is reported as a data
+// error rather than dropped.
 func httpErr(err error) *httpError {
 	var je *jsonError
 	if !errors.As(err, &je) {
@@ -66,7 +68,8 @@ func isSyntax(err error) bool {
 	return errors.As(err, &je) && je.syntax
 }
 
-// at returns the 1-based line and column of byte offset off in buf.
+// at returns the 1-based line and column of byte offset off in buf. It is only called while
+// building an error, so its linear scan never runs on a request that decodes.
 func at(buf []byte, off int) (line, col int) {
 	off = min(max(off, 0), len(buf))
 	head := buf[:off]
@@ -87,8 +90,9 @@ func (d *decoder) dataErr(msg string) error {
 	return &jsonError{msg: msg, line: line, col: col}
 }
 
-// withPath adds the segment seg (a field name, or "[i]") to a data error unwinding through a
-// field or element; syntax errors pass through unchanged.
+// withPath adds the segment seg (a field name or map key) to a data error unwinding through a
+// field; syntax errors pass through unchanged (serde_path_to_error adds paths to both, but a
+// syntax error in a skipped value has no typed path, so kvselect reports none for any).
 func withPath(err error, seg string) error {
 	if je, ok := err.(*jsonError); ok && !je.syntax {
 		je.path = append(je.path, "."+seg)

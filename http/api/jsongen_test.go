@@ -34,7 +34,9 @@ var genStringParts = []string{
 	"\u2028",
 }
 
-// body returns one random body for type t.
+// body returns one random body for type t. One body in ten is then damaged (truncated, a byte
+// inserted or deleted, or trailing data appended) so that syntax errors, and their precedence
+// over data errors, are exercised at random positions, not only at the hand-picked ones.
 func (g *bodyGen) body(t reflect.Type) []byte {
 	g.sb.Reset()
 	g.ws()
@@ -66,7 +68,8 @@ func (g *bodyGen) ws() {
 	}
 }
 
-// value writes a value meant for type t, occasionally null or of the wrong kind.
+// value writes a value meant for type t, occasionally null or of the wrong kind. Depth is
+// bounded so bodies stay small; below depth 4 every value is of a random kind.
 func (g *bodyGen) value(t reflect.Type, depth int) {
 	switch n := g.r.IntN(30); {
 	case n == 0:
@@ -83,6 +86,8 @@ func (g *bodyGen) value(t reflect.Type, depth int) {
 	case reflect.Struct:
 		g.object(t, depth)
 	case reflect.Slice, reflect.Array:
+		// Mostly short arrays, sometimes long ones, so that the integer fast paths see both a
+		// closing ']' early and many commas (and [2]uint64 sees extra elements).
 		g.sb.WriteByte('[')
 		n := g.r.IntN(5)
 		if g.r.IntN(8) == 0 {
@@ -112,6 +117,8 @@ func (g *bodyGen) value(t reflect.Type, depth int) {
 	case reflect.Bool:
 		g.sb.WriteString([]string{"true", "false"}[g.r.IntN(2)])
 	default:
+		// Every numeric kind draws from the same list, so each sees literals that are in
+		// range, just out of range, negative, fractional and exponent forms.
 		g.sb.WriteString(genNumbers[g.r.IntN(len(genNumbers))])
 	}
 }

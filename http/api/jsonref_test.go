@@ -23,6 +23,12 @@ import (
 
 // refDecode decodes body into v (a pointer to a zero struct) and returns the status class the
 // strict decoder must produce: 0 (decoded), 400 or 422.
+//
+// The steps mirror the verdict order both decoders promise: a bare null is 422; the first
+// value's syntax is checked whole (Decoder.Decode into a RawMessage runs encoding/json's
+// scanner over it), so any syntax error in it is 400 before anything else; a first value that
+// is not an object is 422 whatever follows it; a duplicate or any encoding/json type error in
+// the filtered object is 422; only then is trailing data 400.
 func refDecode(body []byte, v any) int {
 	if bytes.Equal(bytes.Trim(body, " \t\r\n"), []byte("null")) {
 		return http.StatusUnprocessableEntity
@@ -69,6 +75,10 @@ func refFilter(raw []byte, t reflect.Type) (out []byte, dup bool, err error) {
 	return buf.Bytes(), dup, err
 }
 
+// refWalk copies one value from dec to out, guided by t (nil once the JSON and the type have
+// diverged: everything below is copied as is, and encoding/json's type error decides).
+// Numbers are copied as their literal (UseNumber), strings re-marshalled after encoding/json
+// unescaped them, which keeps every value encoding/json would see.
 func refWalk(dec *json.Decoder, t reflect.Type, out *bytes.Buffer) (dup bool, err error) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -117,6 +127,8 @@ func refWalk(dec *json.Decoder, t reflect.Type, out *bytes.Buffer) (dup bool, er
 			var elem reflect.Type
 			switch {
 			case fields != nil:
+				// Exact-case lookup: a key matching a field only case-insensitively is dropped
+				// here, so encoding/json's case-folding fallback never binds it.
 				ft, ok := fields[key]
 				if !ok {
 					var skip json.RawMessage
@@ -184,7 +196,10 @@ func refFields(t reflect.Type) map[string]reflect.Type {
 }
 
 // compareDecode decodes body with table t and with the reference, and reports any difference
-// in outcome class or, when both decode, in the decoded value.
+// in outcome class or, when both decode, in the decoded value. DeepEqual distinguishes nil from
+// empty slices and maps, which the engine may treat differently ("block_hashes": [] is not
+// an absent field), so those must match too. The error text is only checked for axum's prefix:
+// the reference's texts are encoding/json's, not serde's.
 func compareDecode[T any](body []byte, t *structTable[T]) error {
 	var mine, ref T
 	got := 0

@@ -10,7 +10,11 @@ import (
 // tags by reflection, so a field added in core/engine without a row here fails the tests
 // instead of being silently ignored).
 
-// Field constructors: name, reader of the value, accessor of the destination.
+// Field constructors: name, reader of the value, accessor of the destination. The accessor
+// is a tiny closure returning the address of one field, so a row is a single line and the
+// compiler checks that its reader's type matches the field's: a row cannot decode a u32 into a
+// u64 field. What the compiler cannot check (a wrong JSON name, a missing or extra row) the
+// coverage test does.
 
 func fOpt[T, V any](name string, read reader[V], get func(*T) **V) field[T] {
 	return field[T]{name, func(d *decoder, v *T) error { return opt(d, get(v), read) }}
@@ -32,7 +36,10 @@ func fObj[T, V any](name string, t *structTable[V], get func(*T) **V) field[T] {
 	return field[T]{name, func(d *decoder, v *T) error { return optObject(d, get(v), t) }}
 }
 
-// Readers of the element types that are not scalars.
+// Readers for element types. The scalar ones are method expressions; the composite ones read
+// a slice or a nested struct and exist so that slices and maps of them reuse the generic
+// helpers. readBlockExtra returns a fresh pointer per element, as encoding/json allocates one
+// for each non-null element of a []*T.
 var (
 	readText = (*decoder).text
 	readU64  = (*decoder).u64
@@ -56,6 +63,9 @@ var (
 	}
 )
 
+// The multimodal tables: mm_routing_info { routing_token_ids, block_mm_infos }, where each
+// block's info lists mm_objects { mm_hash, offsets: [[start, end], ...] }. They are rare (only
+// multimodal prompts carry them) but decoded strictly like the rest.
 var mmObjectTable = newTable("struct MMObject", []field[engine.MMObject]{
 	fScalar("mm_hash", readU64, func(v *engine.MMObject) *uint64 { return &v.MMHash }),
 	fSlice("offsets", (*decoder).pairU64, func(v *engine.MMObject) *[][2]uint64 { return &v.Offsets }),
@@ -70,7 +80,9 @@ var mmRoutingTable = newTable("struct MMRoutingInfo", []field[engine.MMRoutingIn
 	fSlice("block_mm_infos", readBlockExtra, func(v *engine.MMRoutingInfo) *[]*engine.BlockExtraInfo { return &v.BlockMMInfos }),
 })
 
-// promptFields are engine.Prompt's, embedded in three request bodies.
+// promptFields are engine.Prompt's, embedded in three request bodies (select, reservation,
+// prompt query). They are lifted into each body's table by embed, so a prompt field given twice
+// is a duplicate of the body, exactly as if it were declared there.
 var promptFields = []field[engine.Prompt]{
 	{"token_ids", func(d *decoder, p *engine.Prompt) error { return d.u32s(&p.TokenIDs) }},
 	fObj("mm_routing_info", mmRoutingTable, func(p *engine.Prompt) **engine.MMRoutingInfo { return &p.MMRoutingInfo }),
@@ -116,7 +128,9 @@ var routingConstraintsTable = newTable("struct RoutingConstraints", []field[engi
 	fMap("preferred_taints", readF32, func(v *engine.RoutingConstraints) *map[string]float32 { return &v.PreferredTaints }),
 })
 
-// selectRequestTable decodes POST /select and /select_and_reserve.
+// selectRequestTable decodes POST /select and /select_and_reserve: 14 own fields plus the 9
+// prompt fields (23 of the 64 the duplicate check can track). PolicyClass is json:"-" and comes
+// from a header, so it has no row.
 var selectRequestTable = newTable("struct SelectRequest", []field[core.SelectRequest]{
 	fOpt("model_name", readText, func(v *core.SelectRequest) **string { return &v.ModelName }),
 	fOpt("routing_group", readText, func(v *core.SelectRequest) **string { return &v.RoutingGroup }),
@@ -134,7 +148,8 @@ var selectRequestTable = newTable("struct SelectRequest", []field[core.SelectReq
 	fScalar("advisory", readBool, func(v *core.SelectRequest) *bool { return &v.Advisory }),
 }, embed(promptFields, func(v *core.SelectRequest) *engine.Prompt { return &v.Prompt }))
 
-// reservationRequestTable decodes POST /reservations.
+// reservationRequestTable decodes POST /reservations (both the replay form, which carries only
+// selection_id and the partition, and the explicit form with worker and prompt).
 var reservationRequestTable = newTable("struct ReservationRequest", []field[core.ReservationRequest]{
 	fOpt("model_name", readText, func(v *core.ReservationRequest) **string { return &v.ModelName }),
 	fOpt("routing_group", readText, func(v *core.ReservationRequest) **string { return &v.RoutingGroup }),
@@ -154,7 +169,9 @@ var promptQueryTable = newTable("struct PromptQuery", []field[core.PromptQuery]{
 	fObj("router_config_override", configOverrideTable, func(v *core.PromptQuery) **engine.ConfigOverride { return &v.RouterConfigOverride }),
 }, embed(promptFields, func(v *core.PromptQuery) *engine.Prompt { return &v.Prompt }))
 
-// workerSpecTable decodes POST /workers and PATCH /workers/{id}.
+// workerSpecTable decodes POST /workers and PATCH /workers/{id} (WorkerPatch is an alias of
+// WorkerSpec). Required fields are checked by the engine after decoding, so a missing
+// worker_id, or one sent as "Worker_ID", is the engine's 422 "missing field `worker_id`".
 var workerSpecTable = newTable("struct WorkerSpec", []field[core.WorkerSpec]{
 	fOpt("worker_id", readU64, func(v *core.WorkerSpec) **uint64 { return &v.WorkerID }),
 	fOpt("model_name", readText, func(v *core.WorkerSpec) **string { return &v.ModelName }),

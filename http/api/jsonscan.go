@@ -1,14 +1,18 @@
 package api
 
 import (
-	"bytes"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // This file is the lexical half of the strict request decoder: a cursor over one request body
-// that skips whitespace, reads strings, numbers and literals, and skips (while validating)
-// whole values. The typed half (jsonvalues.go, jsonstruct.go) drives it.
+// that skips whitespace, reads strings, numbers and literals, and walks the members of objects
+// and the elements of arrays. Skipping whole values is in jsonskip.go; the typed half
+// (jsonvalues.go, jsonstruct.go) drives both.
+//
+// Error contract: every method that fails returns a *jsonError (jsonerror.go) and leaves d.pos
+// unspecified; callers stop at the first error. Syntax errors carry the offset where the
+// grammar broke; EOF inside a value is its own message, as in serde_json.
 //
 // Semantics follow encoding/json wherever JSON leaves room, because encoding/json is the
 // reference the fuzz and property tests compare against:
@@ -68,7 +72,8 @@ func (d *decoder) unexpected(want string) error {
 	return d.syntaxErr(d.pos, want)
 }
 
-// open consumes the container opener c ('{' or '[') at d.pos and counts its depth.
+// open consumes the container opener ('{' or '[') at d.pos and counts its depth. The matching
+// close (in nextMember, nextElem, afterElem or skipValue) decrements it again.
 func (d *decoder) open() error {
 	d.pos++
 	d.depth++
@@ -83,6 +88,8 @@ func (d *decoder) open() error {
 // more=false after consuming the closing '}'.
 func (d *decoder) nextMember(i int) (key []byte, more bool, err error) {
 	c := d.peek()
+	// '}' ends the object both right after '{' and after a member; after a comma it is
+	// reached below as "key must be a string", which is how a trailing comma is rejected.
 	if c == '}' {
 		d.pos++
 		d.depth--
@@ -95,6 +102,8 @@ func (d *decoder) nextMember(i int) (key []byte, more bool, err error) {
 		d.pos++
 		c = d.peek()
 	}
+	// Keys are unescaped before they are matched, so "worker\u005fid" is worker_id (JSON's
+	// rule, and both serde_json's and encoding/json's).
 	if c != '"' {
 		return nil, false, d.unexpected("key must be a string")
 	}
@@ -125,6 +134,9 @@ func (d *decoder) nextElem(i int) (more bool, err error) {
 		d.pos++
 		d.ws()
 	}
+	// After a comma the element itself is not checked here: "[1,]" reaches the element
+	// reader with ']' under the cursor, which rejects it (a data error there is re-checked as
+	// syntax by decodeBody, so the verdict is still 400).
 	return true, nil
 }
 
@@ -132,6 +144,9 @@ func (d *decoder) nextElem(i int) (more bool, err error) {
 func (d *decoder) str() ([]byte, error) {
 	b := d.buf
 	start := d.pos + 1
+	// Fast path: plain printable ASCII up to the closing quote is returned as a view of the
+	// body itself, with no copy. Anything else (an escape, a control character, a non-ASCII
+	// byte that must be validated as UTF-8) hands over to strSlow at that byte.
 	for i := start; i < len(b); i++ {
 		c := b[i]
 		if c == '"' {
@@ -149,6 +164,8 @@ func (d *decoder) str() ([]byte, error) {
 // b[start:i] are plain ASCII already scanned.
 func (d *decoder) strSlow(start, i int) ([]byte, error) {
 	b := d.buf
+	// The unescaped text is built in the reused scratch buffer; the caller gets a view of it
+	// that the next string read overwrites (every caller copies or only compares it).
 	out := append(d.scratch[:0], b[start:i]...)
 	for i < len(b) {
 		c := b[i]
@@ -178,6 +195,8 @@ func (d *decoder) strSlow(start, i int) ([]byte, error) {
 			case 't':
 				out, i = append(out, '\t'), i+2
 			case 'u':
+				// \uXXXX: four hex digits are required; a body that ends inside them is an
+				// EOF rather than a bad escape, as serde_json reports it.
 				r, ok := hex4(b, i+2)
 				if !ok {
 					if i+6 > len(b) && allHex(b[i+2:]) {
@@ -208,6 +227,8 @@ func (d *decoder) strSlow(start, i int) ([]byte, error) {
 			out = append(out, c)
 			i++
 		default:
+			// Non-ASCII: a valid sequence is copied as is; each byte of an invalid one
+			// becomes U+FFFD (encoding/json's replacement, byte by byte).
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
 				out = utf8.AppendRune(out, utf8.RuneError)
@@ -253,45 +274,13 @@ func allHex(b []byte) bool {
 	return true
 }
 
-// skipStr validates the string at d.pos (which is '"') without unescaping it.
-func (d *decoder) skipStr() error {
-	b := d.buf
-	for i := d.pos + 1; i < len(b); {
-		c := b[i]
-		switch {
-		case c == '"':
-			d.pos = i + 1
-			return nil
-		case c < 0x20:
-			return d.syntaxErr(i, "control character (\\u0000-\\u001F) found while parsing a string")
-		case c == '\\':
-			if i+1 >= len(b) {
-				return d.eof()
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if _, ok := hex4(b, i+2); !ok {
-					if i+6 > len(b) && allHex(b[i+2:]) {
-						return d.eof()
-					}
-					return d.syntaxErr(i, "invalid escape")
-				}
-				i += 6
-			default:
-				return d.syntaxErr(i, "invalid escape")
-			}
-		default:
-			i++
-		}
-	}
-	return d.eof()
-}
-
 // number scans the number at d.pos and returns its literal; integer reports that it has no
 // fraction and no exponent. The byte after it is not examined (the caller's structure check
 // rejects anything that is not a delimiter).
+//
+// Grammar (RFC 8259): -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?. A leading zero
+// ends the integer part, so "01" scans as "0" followed by a stray '1' that the structure check
+// rejects; "-", "1." and "1e" end inside the number and are EOF or "invalid number".
 func (d *decoder) number() (lit []byte, integer bool, err error) {
 	b, i := d.buf, d.pos
 	start := i
@@ -365,119 +354,4 @@ func (d *decoder) null() (bool, error) {
 		return false, nil
 	}
 	return true, d.literal("null")
-}
-
-// skipValue validates and skips one value at d.pos (after whitespace), however deeply nested,
-// without recursion: stack holds the kinds of the open containers.
-func (d *decoder) skipValue() error {
-	var stackBuf [32]byte
-	stack := stackBuf[:0]
-	for {
-		// A value is expected here.
-		switch c := d.peek(); c {
-		case '{', '[':
-			if err := d.open(); err != nil {
-				return err
-			}
-			stack = append(stack, c)
-			close := byte('}')
-			if c == '[' {
-				close = ']'
-			}
-			if d.peek() == close {
-				d.pos++
-				d.depth--
-				stack = stack[:len(stack)-1]
-				break
-			}
-			if c == '{' {
-				if err := d.skipKey(); err != nil {
-					return err
-				}
-			}
-			continue
-		case '"':
-			if err := d.skipStr(); err != nil {
-				return err
-			}
-		case 't':
-			if err := d.literal("true"); err != nil {
-				return err
-			}
-		case 'f':
-			if err := d.literal("false"); err != nil {
-				return err
-			}
-		case 'n':
-			if err := d.literal("null"); err != nil {
-				return err
-			}
-		case 0:
-			if d.pos >= len(d.buf) {
-				return d.eof()
-			}
-			return d.syntaxErr(d.pos, "expected value")
-		default:
-			if c != '-' && (c < '0' || c > '9') {
-				return d.syntaxErr(d.pos, "expected value")
-			}
-			if _, _, err := d.number(); err != nil {
-				return err
-			}
-		}
-		// A value ended: close containers until one continues with a comma.
-		for {
-			if len(stack) == 0 {
-				return nil
-			}
-			top := stack[len(stack)-1]
-			c := d.peek()
-			if c == ',' {
-				d.pos++
-				if top == '{' {
-					if err := d.skipKey(); err != nil {
-						return err
-					}
-				}
-				break
-			}
-			if (top == '{' && c == '}') || (top == '[' && c == ']') {
-				d.pos++
-				d.depth--
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			if top == '{' {
-				return d.unexpected("expected `,` or `}`")
-			}
-			return d.unexpected("expected `,` or `]`")
-		}
-	}
-}
-
-// skipKey skips an object key and its colon, leaving d.pos at the member's value.
-func (d *decoder) skipKey() error {
-	if d.peek() != '"' {
-		return d.unexpected("key must be a string")
-	}
-	if err := d.skipStr(); err != nil {
-		return err
-	}
-	if d.peek() != ':' {
-		return d.unexpected("expected `:`")
-	}
-	d.pos++
-	return nil
-}
-
-// countHint estimates the number of elements of the array whose '[' was just consumed, from
-// the commas before the first ']'. It is exact for flat arrays of numbers and only ever a
-// capacity hint: it is bounded by the body's size.
-func (d *decoder) countHint() int {
-	rest := d.buf[d.pos:]
-	end := bytes.IndexByte(rest, ']')
-	if end < 0 {
-		end = len(rest)
-	}
-	return bytes.Count(rest[:end], []byte{','}) + 1
 }

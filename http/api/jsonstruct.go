@@ -60,6 +60,11 @@ func embed[T, E any](fs []field[E], get func(*T) *E) []field[T] {
 }
 
 // object decodes the object at d.pos into v, which the caller provides zeroed.
+//
+// The duplicate check is a bit per field in seen; it covers fields given null too (serde
+// counts a key, not a value). Unknown keys are not tracked, so an unknown key may repeat. A
+// duplicate is reported as soon as its key is read, before its value, as serde does; the
+// error carries the path of the struct, not of the field.
 func object[T any](d *decoder, v *T, t *structTable[T]) error {
 	if d.peek() != '{' {
 		return d.typeErr(t.what)
@@ -76,6 +81,7 @@ func object[T any](d *decoder, v *T, t *structTable[T]) error {
 		if !more {
 			return nil
 		}
+		// string(key) in a map index does not allocate (the compiler's map-lookup rule).
 		idx, known := t.index[string(key)]
 		if !known {
 			if err := d.skipValue(); err != nil {

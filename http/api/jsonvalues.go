@@ -15,6 +15,10 @@ import (
 // because decodeBody re-checks the syntax of the whole body before reporting any data error.
 
 // uintVal reads a non-negative integer no larger than max; want names the type for errors.
+//
+// Like encoding/json (which parses the literal with strconv.ParseUint), it accepts only a
+// plain integer literal: "1.0", "1e2" and "-0" are data errors, not conversions. Overflow is
+// detected exactly with 128-bit multiply-add, so no literal length is special.
 func (d *decoder) uintVal(max uint64, want string) (uint64, error) {
 	c := d.peek()
 	if c < '0' || c > '9' {
@@ -54,7 +58,8 @@ func (d *decoder) u32() (uint32, error) {
 	return uint32(v), err
 }
 
-// i64 reads an i64.
+// i64 reads an i64: a plain integer literal in [-2^63, 2^63-1] ("-0" is 0). The magnitude is
+// accumulated as a uint64 against a limit one larger for negatives, so -2^63 fits.
 func (d *decoder) i64() (int64, error) {
 	c := d.peek()
 	if c != '-' && (c < '0' || c > '9') {
@@ -138,10 +143,14 @@ func (d *decoder) text() (string, error) {
 	return string(s), err
 }
 
-// reader reads one value of type T.
+// reader reads one value of type T. The generic helpers below turn readers into the field
+// shapes request structs use: a plain field (scalar), an optional one (opt), a slice and a
+// string-keyed map. Readers are method expressions such as (*decoder).u64, so one helper
+// instantiation serves every field of its shape.
 type reader[T any] func(*decoder) (T, error)
 
-// scalar decodes into a non-pointer field: null leaves it unchanged.
+// scalar decodes into a non-pointer field: null leaves it unchanged (encoding/json ignores
+// null for non-pointer kinds; serde would reject it, see doc.go).
 func scalar[T any](d *decoder, dst *T, read reader[T]) error {
 	if isNull, err := d.null(); isNull {
 		return err
@@ -153,7 +162,9 @@ func scalar[T any](d *decoder, dst *T, read reader[T]) error {
 	return err
 }
 
-// opt decodes into a pointer field: null sets nil, anything else a fresh T.
+// opt decodes into a pointer field: null sets nil, anything else a fresh T. The pointer is
+// only stored once the value decoded, so a failed field leaves the destination untouched
+// (irrelevant to callers, who discard the request on any error, but it keeps v consistent).
 func opt[T any](d *decoder, dst **T, read reader[T]) error {
 	if isNull, err := d.null(); isNull {
 		if err == nil {
@@ -193,7 +204,9 @@ func beginArray[T any](d *decoder, dst *[]T) (done bool, err error) {
 	return false, nil
 }
 
-// slice decodes an array of T; a null element is T's zero value.
+// slice decodes an array of T; a null element is T's zero value. The capacity hint is capped at
+// 64 here because elements of these slices may be objects, for which the comma count of
+// countHint overestimates; the flat integer arrays have their own exact paths (jsonints.go).
 func slice[T any](d *decoder, dst *[]T, read reader[T]) error {
 	if done, err := beginArray(d, dst); done {
 		return err
@@ -217,7 +230,9 @@ func slice[T any](d *decoder, dst *[]T, read reader[T]) error {
 }
 
 // mapOf decodes an object into a map[string]T; a null value is T's zero value and a repeated
-// key keeps its last value (encoding/json's and serde's HashMap behaviour alike).
+// key keeps its last value (encoding/json's and serde's HashMap behaviour alike: the duplicate
+// rule applies to struct fields, not to map keys). The map is always fresh: nothing merges
+// into a map from an earlier field, since a field cannot be given twice.
 func mapOf[T any](d *decoder, dst *map[string]T, read reader[T]) error {
 	if isNull, err := d.null(); isNull {
 		if err == nil {
@@ -241,126 +256,15 @@ func mapOf[T any](d *decoder, dst *map[string]T, read reader[T]) error {
 			*dst = m
 			return nil
 		}
-		k := string(key) // copied now: reading the value may reuse the scratch buffer
+		// The key is copied before the value is read: it may be a view into the scratch
+		// buffer, which a string value would overwrite.
+		k := string(key)
 		var v T
 		if err := scalar(d, &v, read); err != nil {
 			return withPath(err, k)
 		}
 		m[k] = v
 	}
-}
-
-// u32s decodes a []uint32 (token ids), with a fast path for a plain decimal directly followed
-// by ',' or ']' and one allocation sized from countHint.
-func (d *decoder) u32s(dst *[]uint32) error {
-	if done, err := beginArray(d, dst); done {
-		return err
-	}
-	b := d.buf
-	out := make([]uint32, 0, d.countHint())
-	for i := 0; ; i++ {
-		p := d.pos
-		if p < len(b) && b[p] >= '0' && b[p] <= '9' {
-			v := uint64(b[p] - '0')
-			q := p + 1
-			if v != 0 {
-				// At most 10 digits here (< 2^34); longer literals take the slow path, which
-				// reports the overflow.
-				for q < len(b) && q-p < 10 && b[q] >= '0' && b[q] <= '9' {
-					v = v*10 + uint64(b[q]-'0')
-					q++
-				}
-			}
-			if q < len(b) && v <= math.MaxUint32 && (b[q] == ',' || b[q] == ']') {
-				out = append(out, uint32(v))
-				d.pos = q + 1
-				if b[q] == ']' {
-					d.depth--
-					*dst = out
-					return nil
-				}
-				continue
-			}
-		}
-		var v uint32
-		if err := scalar(d, &v, (*decoder).u32); err != nil {
-			return elemPath(err, i)
-		}
-		out = append(out, v)
-		if done, err := d.afterElem(); done || err != nil {
-			if err == nil {
-				*dst = out
-			}
-			return err
-		}
-	}
-}
-
-// i64s decodes a []int64 (block and sequence hashes), with the same fast path as u32s.
-func (d *decoder) i64s(dst *[]int64) error {
-	if done, err := beginArray(d, dst); done {
-		return err
-	}
-	b := d.buf
-	out := make([]int64, 0, d.countHint())
-	for i := 0; ; i++ {
-		p := d.pos
-		neg := p < len(b) && b[p] == '-'
-		if neg {
-			p++
-		}
-		if p < len(b) && b[p] >= '0' && b[p] <= '9' {
-			v := uint64(b[p] - '0')
-			q := p + 1
-			if v != 0 {
-				// At most 18 digits here (< 2^63); longer literals take the slow path.
-				for q < len(b) && q-p < 18 && b[q] >= '0' && b[q] <= '9' {
-					v = v*10 + uint64(b[q]-'0')
-					q++
-				}
-			}
-			if q < len(b) && (b[q] == ',' || b[q] == ']') {
-				x := int64(v)
-				if neg {
-					x = -x
-				}
-				out = append(out, x)
-				d.pos = q + 1
-				if b[q] == ']' {
-					d.depth--
-					*dst = out
-					return nil
-				}
-				continue
-			}
-		}
-		var v int64
-		if err := scalar(d, &v, (*decoder).i64); err != nil {
-			return elemPath(err, i)
-		}
-		out = append(out, v)
-		if done, err := d.afterElem(); done || err != nil {
-			if err == nil {
-				*dst = out
-			}
-			return err
-		}
-	}
-}
-
-// afterElem consumes the delimiter after an array element: ',' (done=false, d.pos at the next
-// element) or ']' (done=true).
-func (d *decoder) afterElem() (done bool, err error) {
-	switch d.peek() {
-	case ',':
-		d.pos++
-		return false, nil
-	case ']':
-		d.pos++
-		d.depth--
-		return true, nil
-	}
-	return true, d.unexpected("expected `,` or `]`")
 }
 
 // pairU64 decodes a [2]uint64 the way encoding/json fills a Go array: missing elements stay
