@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -8,10 +9,10 @@ import (
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
-// The selection fast path. Most selections carry no per-request filter, override of the picker,
-// pin, affinity target or live session binding, and the engine has no custom scorer: then the
-// pipeline of choose (score → filter → scorers → overrides → pick) reduces to "cost of every rank,
-// arg-min with random ties", and the per-candidate Candidate/scored records that the general
+// The selection fast path. Most selections carry no taint constraint, pin or affinity target,
+// run at temperature 0, and the engine has no custom scorer: then the pipeline of choose (score →
+// filter → scorers → overrides → pick) reduces to "cost of every rank, arg-min with random ties
+// among the allowed ranks, unless a live session binding names one", and the per-candidate Candidate/scored records that the general
 // path builds for scorers, pickers and the overrides are never looked at except for the winner.
 //
 // The fast path also serves live session bindings: the bound rank wins outright, as in the
@@ -23,7 +24,7 @@ import (
 //   - tiered overlap scattered by the index match (radix.MatchSlots) into one record per rank;
 //   - booked prefix lengths written by the load tracker straight into a per-ordinal array
 //     (Tracker.ActivePrefixOrdinals), with no sorted entry list and no merge;
-//   - loads read in place from the tracker by ordinal (Tracker.LoadAt), never copied;
+//   - loads read in place from the tracker by ordinal (Tracker.CountersAt), never copied;
 //
 // and runs the default picker's reservoir sampling in the same pass, consuming the engine's
 // random source in the same order and with the same bounds as pick does. Decisions
@@ -44,6 +45,7 @@ type fastScratch struct {
 	ov     []radix.Counts // tiered overlap: device, host, disk, external (blocks)
 	booked []uint32
 	cost   []float64
+	elig   []bool     // allowed_worker_ids mask (allowedMask)
 	loads  []RankLoad // loads of the materialised ranks only
 	cands  []scored   // the chosen worker's ranks (scratch.cands holds all ranks when materialised)
 	// disabled forces the general path (differential tests); hits counts fast selections.
@@ -55,19 +57,21 @@ type fastScratch struct {
 // request-specific may influence the choice beyond the built-in cost and default picker.
 func (e *Engine) fastEligible(p *partition, req *SelectRequest, session string, w weights) bool {
 	if e.scratch.fast.disabled || e.scoring.active() || req.PinnedWorker != nil || req.AffinityTarget != nil ||
-		req.AllowedWorkerIDs != nil || req.RoutingConstraints != nil || w.temperature > 0 {
+		req.RoutingConstraints != nil || w.temperature > 0 {
 		return false
 	}
 	return p.ordinalsValid()
 }
 
-// chooseFast is choose's tail for fast-eligible requests (see the top of this file). The error
-// cases are those of the general path for such requests: admission (429) only.
-func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
+// chooseFast is choose's tail for fast-eligible requests (see the top of this file). allowed is
+// the request's allowed_worker_ids (nil: every rank is eligible). The error cases are those of the
+// general path for such requests: admission (429), and no eligible rank (503).
+func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission, booking bool) error {
 	p, n, w := sel.p, &sel.norm, sel.w
 	f := &e.scratch.fast
 	f.hits++
 	nc := len(p.cands)
+	elig := f.allowedMask(p, allowed)
 
 	// Tiered overlap, scattered by the index straight into the per-rank array.
 	ov := resize(f.ov, nc)
@@ -83,14 +87,14 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 	// Admission reads loads only, which nothing below changes: checking it first is the general
 	// path's order as far as anything observable goes (no random draw happens before it).
 	if admission && e.cfg.QueueingEnabled() {
-		if err := e.admitFast(p); err != nil {
+		if err := e.admitFast(p, elig); err != nil {
 			return err
 		}
 	}
 
 	// A live session binding wins outright when its rank is a candidate (boundCandidate: every
 	// rank is eligible here); then nothing is drawn. A binding whose rank is gone is dropped.
-	bound := e.boundFast(p, sel.session)
+	bound := e.boundFast(p, sel.session, elig)
 	draw := bound < 0
 
 	// Cost of every rank, and the default picker fused into the same pass: pick's running
@@ -106,7 +110,7 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 			o := &ov[i]
 			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
 			cost[i] = c
-			if !draw {
+			if !draw || (elig != nil && !elig[i]) {
 				continue
 			}
 			if pick.better(c) {
@@ -134,7 +138,7 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 				c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
 			}
 			cost[i] = c
-			if !draw {
+			if !draw || (elig != nil && !elig[i]) {
 				continue
 			}
 			if pick.better(c) {
@@ -144,14 +148,37 @@ func (e *Engine) chooseFast(sel *selection, admission, booking bool) error {
 			}
 		}
 	}
-	e.materialize(sel, pick.best, booking)
+	if pick.best < 0 {
+		return errorf(ErrNoEndpoints, "no endpoints available to route work")
+	}
+	e.materialize(sel, pick.best, elig, booking)
 	return nil
 }
 
+// allowedMask marks the ranks of the allowed workers (filter's allowed_worker_ids rule): nil
+// when allowed is nil (no filter), else one flag per candidate. Cost O(len(allowed) · log
+// candidates) plus one clear.
+func (f *fastScratch) allowedMask(p *partition, allowed []uint64) []bool {
+	if allowed == nil {
+		return nil
+	}
+	m := resize(f.elig, len(p.cands))
+	f.elig = m
+	clear(m)
+	for _, id := range allowed {
+		// A worker's ranks are contiguous in the (worker, rank)-sorted candidate list.
+		i, _ := slices.BinarySearchFunc(p.owners, id, func(o Owner, id uint64) int { return cmp.Compare(o.Worker, id) })
+		for ; i < len(p.owners) && p.owners[i].Worker == id; i++ {
+			m[i] = true
+		}
+	}
+	return m
+}
+
 // boundFast is boundCandidate on the fast path: the candidate index of the session's bound rank,
-// or -1 (no session, no binding, or a binding whose rank is no longer a candidate, which is
-// deleted as boundCandidate deletes it).
-func (e *Engine) boundFast(p *partition, session string) int {
+// or -1 (no session, no binding, a bound rank that is not eligible, or a binding whose rank is no
+// longer a candidate, which is deleted as boundCandidate deletes it).
+func (e *Engine) boundFast(p *partition, session string, elig []bool) int {
 	if session == "" {
 		return -1
 	}
@@ -164,19 +191,27 @@ func (e *Engine) boundFast(p *partition, session string) int {
 		delete(p.sessions, session)
 		return -1
 	}
+	if elig != nil && !elig[j] {
+		return -1
+	}
 	return j
 }
 
-// admitFast is admit over every rank (all are eligible on the fast path): nil as soon as one rank
-// is not busy.
-func (e *Engine) admitFast(p *partition) error {
+// admitFast is admit over the eligible ranks (elig nil: all): nil as soon as one is not busy, or
+// when none is eligible.
+func (e *Engine) admitFast(p *partition, elig []bool) error {
 	frac := deref(e.cfg.QueueThreshold, math.Inf(1))
+	anyEligible := false
 	for i := range p.cands {
+		if elig != nil && !elig[i] {
+			continue
+		}
+		anyEligible = true
 		if prefill, _, _, _, _ := p.tracker.CountersAt(i); notBusy(prefill, p.cands[i].w, frac) {
 			return nil
 		}
 	}
-	if len(p.cands) == 0 {
+	if !anyEligible {
 		return nil
 	}
 	return overloaded()
@@ -218,7 +253,7 @@ func (a *argmin) tie(i int) {
 // materialize turns ranks into scored records for the rest of the pipeline: the chosen worker's
 // ranks (response, advisory load, overlap summary), or every rank when a KV hint may be built for
 // this booking. It sets sel.cands and sel.pick.
-func (e *Engine) materialize(sel *selection, best int, booking bool) {
+func (e *Engine) materialize(sel *selection, best int, elig []bool, booking bool) {
 	p, f := sel.p, &e.scratch.fast
 	bw := p.cands[best].w
 	lo, hi := best, best+1
@@ -243,7 +278,7 @@ func (e *Engine) materialize(sel *selection, best int, booking bool) {
 		cs[i-lo] = scored{
 			Candidate: Candidate{Owner: p.owners[i], DeviceBlocks: o[0], HostExtBlocks: o[1], DiskExtBlocks: o[2] + o[3],
 				BookedPrefixBlocks: int(f.booked[i]), Load: &loads[i-lo]},
-			w: c.w, eligible: true, cost: f.cost[i],
+			w: c.w, eligible: elig == nil || elig[i], cost: f.cost[i],
 		}
 	}
 	sel.cands = cs

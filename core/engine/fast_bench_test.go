@@ -89,7 +89,7 @@ func BenchmarkFastSteps(b *testing.B) {
 		s := sel(0)
 		for i := 0; i < b.N; i++ {
 			s.norm = norms[i%len(norms)]
-			if err := e.chooseFast(s, false, false); err != nil {
+			if err := e.chooseFast(s, nil, false, false); err != nil {
 				b.Fatal(err)
 			}
 		}

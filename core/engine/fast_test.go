@@ -112,9 +112,13 @@ func (tw *twin) request(booking bool) *SelectRequest {
 		}
 		req.RouterConfigOverride = o
 	}
-	switch r.IntN(14) {
+	switch r.IntN(12) {
 	case 0:
 		req.AllowedWorkerIDs = []uint64{uint64(1 + r.IntN(6)), uint64(1 + r.IntN(6))}
+	case 4:
+		req.AllowedWorkerIDs = []uint64{uint64(1 + r.IntN(9))} // sometimes unknown: nothing eligible
+	case 5:
+		req.AllowedWorkerIDs = []uint64{} // present but empty: nothing eligible
 	case 1:
 		req.RoutingConstraints = &RoutingConstraints{PreferredTaints: map[string]float32{"gpu-a": 0.7}}
 	case 2:

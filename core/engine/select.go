@@ -122,7 +122,7 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	if e.fastEligible(p, req, session, w) {
 		sel := &e.scratch.sel
 		*sel = selection{p: p, norm: norm, w: w, session: session}
-		if err := e.chooseFast(sel, admission, booking); err != nil {
+		if err := e.chooseFast(sel, req.AllowedWorkerIDs, admission, booking); err != nil {
 			return nil, err
 		}
 		return sel, nil
