@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -488,6 +489,61 @@ func TestBuiltinScorersMatchBothPaths(t *testing.T) {
 		}
 		if compared < 300 {
 			t.Fatalf("%s: only %d costs compared", cfg.Policy, compared)
+		}
+	}
+}
+
+// TestScoreOrdinalMatchesMerged: the general path's score reads candidates by ordinal; its
+// fallback for a broken partition invariant (scoreMerged: per-owner loads, merged Match and
+// ActivePrefix answers) must produce the same candidates and costs. Random states from the
+// differential workload, both cost policies.
+func TestScoreOrdinalMatchesMerged(t *testing.T) {
+	for _, cfg := range []Config{DefaultConfig(), KVSelectDefaults()} {
+		tw := newTwin(t, cfg, 3)
+		compared := 0
+		for round := range 6 {
+			tw.run(150)
+			e := tw.full
+			p := e.parts[defKey]
+			if p == nil || !p.ready() {
+				continue
+			}
+			w := e.weightsFor(nil)
+			for q := range 20 {
+				tokens := tw.prompt()
+				if len(tokens) == 0 {
+					continue
+				}
+				prompt := tokenPrompt(tokens)
+				n, err := e.normalize(p, &prompt, w.assumeReuse, true)
+				noErr(t, err)
+				if !p.ordinalsValid() {
+					t.Fatalf("round %d: ordinals invalid on a consistent partition", round)
+				}
+				got := slices.Clone(e.score(p, &n, w))
+				gotLoads := make([]RankLoad, len(got))
+				for i := range got {
+					gotLoads[i] = *got[i].Load
+				}
+				p.ordOK = false // what a broken invariant looks like to score
+				want := e.score(p, &n, w)
+				p.ordOK = true
+				if len(got) != len(want) {
+					t.Fatalf("round %d query %d: %d vs %d candidates", round, q, len(got), len(want))
+				}
+				for i := range want {
+					g, m := got[i], want[i]
+					if gotLoads[i] != *m.Load || g.Owner != m.Owner || g.DeviceBlocks != m.DeviceBlocks || g.HostExtBlocks != m.HostExtBlocks ||
+						g.DiskExtBlocks != m.DiskExtBlocks || g.BookedPrefixBlocks != m.BookedPrefixBlocks || g.w != m.w ||
+						g.eligible != m.eligible || math.Float64bits(g.cost) != math.Float64bits(m.cost) {
+						t.Fatalf("round %d query %d rank %d: ordinal %+v load %+v, merged %+v load %+v", round, q, i, g, gotLoads[i], m, *m.Load)
+					}
+					compared++
+				}
+			}
+		}
+		if compared < 500 {
+			t.Fatalf("%s: only %d candidates compared", cfg.Policy, compared)
 		}
 	}
 }

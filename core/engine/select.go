@@ -193,9 +193,57 @@ func (e *Engine) readyPartition(key PartitionKey) (*partition, error) {
 
 // score fills the scratch candidate list with overlap, load and cost for every schedulable rank.
 //
+// Candidate i is the tracker's owner at ordinal i (partition.ordinalsValid), so overlap, booked
+// prefix and load are read by position, as the fast path reads them (radix.MatchSlots,
+// Tracker.ActivePrefixOrdinals, Tracker.CountersAt), and each record is written field by field
+// (a composite literal per rank is built in memory and copied, which defeats store forwarding).
+// Candidate.Worker is filled only when custom scoring is configured: nothing else reads it.
+func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
+	if !p.ordinalsValid() {
+		return e.scoreMerged(p, n, w)
+	}
+	s, f := &e.scratch, &e.scratch.fast
+	nc := len(p.cands)
+	ov := resize(f.ov, nc)
+	clear(ov)
+	f.ov = ov
+	if len(n.block) > 0 {
+		p.index.MatchSlots(n.block, &s.match, p.slotTable(), ov)
+	}
+	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
+	f.booked = booked
+	booked = booked[:nc]
+	loads := resize(s.loads, nc)
+	s.loads = loads
+	cs := resize(s.cands, nc)
+	s.cands = cs
+	withInfo := e.scoring.active()
+	for i := range cs {
+		l := &loads[i]
+		l.Owner = loadOwner(p.owners[i])
+		l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests, l.PendingPrefills, l.PrefillSquares = p.tracker.CountersAt(i)
+		c, o, sc := &p.cands[i], &ov[i], &cs[i]
+		sc.Owner = p.owners[i]
+		sc.Worker = nil
+		if withInfo {
+			sc.Worker = c.w.info()
+		}
+		sc.DeviceBlocks, sc.HostExtBlocks, sc.DiskExtBlocks = o[0], o[1], o[2]+o[3]
+		sc.BookedPrefixBlocks = int(booked[i])
+		sc.Load = l
+		sc.w, sc.eligible, sc.cost = c.w, true, 0
+	}
+	costs(cs, n, p.blockSize, w)
+	return cs
+}
+
+// scoreMerged is score without trusting ordinals: loads fetched per owner, and the sorted
+// Match and ActivePrefix answers merged by owner. It runs only if the partition invariant
+// (the tracker holds exactly the candidates, in the same order) is ever found broken.
+//
 // p.cands, the tracker's owners, Match's owners and ActivePrefix's entries are all sorted by
 // (worker, rank), so the joins are linear merges with no lookups.
-func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
+func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	s := &e.scratch
 	cs := slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
 	s.cands = cs
