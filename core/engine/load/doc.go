@@ -50,6 +50,16 @@
 // out at the node boundary where their entry stops, in owner order, so the
 // answer is a merge of a few sorted runs.
 //
+// # Ordinals
+//
+// A caller that keeps its own per-owner arrays (the engine scores every owner
+// of a partition on every selection) addresses owners by ordinal, their
+// position in (Worker, Rank) order: [Tracker.CountersAt] and [Tracker.LoadAt]
+// read one owner's load in place, and [Tracker.ActivePrefixOrdinals] writes
+// the live prefix lengths straight into an ordinal-indexed array, with no
+// sorted answer to merge. Ordinals stay valid while [Tracker.Version] is
+// unchanged (only owners coming or going renumber them).
+//
 // Tracking hashes must be chained: a hash determines the whole prefix before
 // it. The trie is path-based, so input that breaks this contract cannot
 // corrupt the tracker; blocks are then merely de-duplicated by path instead

@@ -32,6 +32,10 @@
 // identical to its parent's (the common case along a shared system prompt) is crossed in O(1)
 // thanks to a lazily validated per-node flag.
 //
+// MatchSlots is Match for callers with their own per-owner arrays: each count is written during
+// the walk into the caller's array, through a rank → slot table the caller rebuilds when Version
+// (the owner set) changes, so no sorted answer is built and nothing is merged.
+//
 // # Purity and concurrency
 //
 // The package is pure: no goroutines, I/O, clocks or randomness. An Index is single-threaded: the
