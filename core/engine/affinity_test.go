@@ -123,3 +123,45 @@ func TestApplyAffinityVersions(t *testing.T) {
 		t.Fatal("a binding to an unknown worker must be dropped")
 	}
 }
+
+// TestSessionLeaseReleasedByEveryEnd: a binding's lease is released however its booking ends —
+// a peer's free, a peer admission replacing the row, the worker's removal — so idle bindings
+// expire (found in review: only local frees and expiry released leases).
+func TestSessionLeaseReleasedByEveryEnd(t *testing.T) {
+	key := PartitionKey{Model: DefaultName, Group: DefaultName}
+	ends := map[string]func(e *Engine, resp *SelectResponse){
+		"peer free": func(e *Engine, resp *SelectResponse) {
+			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: Owner{Worker: resp.WorkerID}, Kind: LifecycleFree}, t0)
+		},
+		"peer admission replaces the row": func(e *Engine, resp *SelectResponse) {
+			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: Owner{Worker: resp.WorkerID},
+				Kind: LifecycleAdd, Add: &ReplicaAdd{TokenSequence: []uint64{1}}, Sender: "peer"}, t0)
+			e.DropPeer("peer")
+		},
+		"worker removed": func(e *Engine, resp *SelectResponse) {
+			if _, err := e.DeleteWorker(resp.WorkerID); err != nil {
+				t.Fatal(err)
+			}
+			mustUpsert(t, e, spec(resp.WorkerID)) // the partition keeps its other worker either way
+		},
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			e := sessionEngine(t)
+			resp, err := e.SelectAndReserve(sessReq("a", "s1", toks(0, 8)), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end(e, resp)
+			p := e.parts[key]
+			if b := p.sessions["s1"]; b != nil && b.leases != 0 {
+				t.Fatalf("binding still holds %d leases", b.leases)
+			}
+			e.Sweep(t0.Add(time.Second))
+			e.Sweep(t0.Add(2 * time.Minute))
+			if _, ok := p.sessions["s1"]; ok {
+				t.Fatal("idle binding never expired")
+			}
+		})
+	}
+}

@@ -242,6 +242,9 @@ func (e *Engine) detach(old, next *worker) {
 		}
 		if !keepLoad {
 			for _, id := range p.tracker.RemoveOwner(loadOwner(o)) {
+				if r := e.resv[id]; r != nil {
+					p.releaseSession(r.session)
+				}
 				delete(e.resv, id)
 			}
 		}

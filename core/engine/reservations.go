@@ -258,10 +258,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 			return false
 		}
 		if old, ok := e.resv[ev.RequestID]; ok {
-			if op := e.parts[old.key]; op != nil {
-				_ = op.tracker.Free(ev.RequestID)
-			}
-			delete(e.resv, ev.RequestID)
+			e.dropRow(ev.RequestID, old)
 		}
 		prefill := uint64(0)
 		if ev.Add.TrackPrefill {
@@ -283,11 +280,21 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		if !ok || r.key != p.key {
 			return false
 		}
-		_ = p.tracker.Free(ev.RequestID)
-		delete(e.resv, ev.RequestID)
+		e.dropRow(ev.RequestID, r)
 		return true
 	}
 	return false
+}
+
+// dropRow frees a booking and removes its reservation row, releasing its session lease. Every
+// path that ends a booking goes through here (or Free, which also publishes), so a binding's
+// leases always match its live bookings.
+func (e *Engine) dropRow(id string, r *reservation) {
+	if p := e.parts[r.key]; p != nil {
+		_ = p.tracker.Free(id)
+		p.releaseSession(r.session)
+	}
+	delete(e.resv, id)
 }
 
 // DropPeer frees every booking mirrored from a peer replica (it restarted, so its earlier
@@ -295,14 +302,10 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 func (e *Engine) DropPeer(sender string) int {
 	n := 0
 	for id, r := range e.resv {
-		if !r.fromPeer || r.peer != sender {
-			continue
+		if r.fromPeer && r.peer == sender {
+			e.dropRow(id, r)
+			n++
 		}
-		if p := e.parts[r.key]; p != nil {
-			_ = p.tracker.Free(id)
-		}
-		delete(e.resv, id)
-		n++
 	}
 	return n
 }
