@@ -69,8 +69,11 @@ func (r *Replicator) affinityHandler() Handler {
 }
 
 // membersHandler returns the handler of the members subscription. Every
-// replica's heartbeats are observed (membership is cluster-wide); restart
-// notices are raised for peers only, since only peers' events were applied.
+// replica's heartbeats are observed (membership is cluster-wide). A restart
+// notice is raised for every replica seen with a new boot id, peer or not: in
+// discovery mode a peer that left or expired is no longer a peer when it
+// comes back, yet its earlier events were applied, and for a replica whose
+// events were never applied the notice drops nothing.
 func (r *Replicator) membersHandler() Handler {
 	dec := NewDecoder()
 	c := &r.st.heartbeats
@@ -87,7 +90,6 @@ func (r *Replicator) membersHandler() Handler {
 		r.orderMu.Lock()
 		defer r.orderMu.Unlock()
 		r.mu.Lock()
-		wasPeer := r.isPeerLocked(hb.Sender)
 		obs := r.members.Observe(&hb, time.Now())
 		r.mu.Unlock()
 		if obs.Verdict == BootRetired {
@@ -95,7 +97,7 @@ func (r *Replicator) membersHandler() Handler {
 			return
 		}
 		c.received.Add(1)
-		if obs.Verdict == BootRestarted && wasPeer {
+		if obs.Verdict == BootRestarted {
 			r.notifyRestart(hb.Sender, obs.PrevBootID, hb.BootID)
 		}
 		if obs.Change.Kind != ChangeNone {
