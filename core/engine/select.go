@@ -386,9 +386,16 @@ func (e *Engine) response(sel *selection, id *string) *SelectResponse {
 // overlapSummary builds the Mooncake summary over every rank of w's DP range (p names the ranks).
 func overlapSummary(cs []scored, w *worker, bs uint64, p *partition) OverlapSummary {
 	sum := OverlapSummary{DP: make(map[string]uint64, w.dpSize())}
+	next := -1 // where the next rank's candidate is expected (cs is sorted by (worker, rank))
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		var dev, host, disk uint64
-		if j := findCand(cs, Owner{Worker: w.id, Rank: r}); j >= 0 {
+		o := Owner{Worker: w.id, Rank: r}
+		j := next
+		if j < 0 || j >= len(cs) || cs[j].Owner != o {
+			j = findCand(cs, o)
+		}
+		if j >= 0 {
+			next = j + 1
 			s := &cs[j]
 			dev = uint64(s.DeviceBlocks) * bs
 			host = dev + uint64(s.HostExtBlocks)*bs
