@@ -29,12 +29,16 @@ func BenchmarkSelectPaths(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprint("paths-", i)
 	}
-	for _, path := range []string{"fast", "general"} {
+	for _, path := range []string{"fast", "general", "fast-kvselect"} {
 		for _, op := range []string{"select", "reserve"} {
 			b.Run("op="+op+"/path="+path, func(b *testing.B) {
 				defer lockThread()()
 				e.scratch.fast.disabled = path == "general"
 				defer func() { e.scratch.fast.disabled = false }()
+				if path == "fast-kvselect" { // kvselect's own cost policy on the same fleet
+					e.cfg.Policy = PolicyKVSelect
+					defer func() { e.cfg.Policy = PolicyDynamo }()
+				}
 				var fx []ReplicaEvent
 				lat := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
