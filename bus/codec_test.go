@@ -143,7 +143,7 @@ func futureLifecycle(t testing.TB) []byte {
 	must(enc.Encode([]any{
 		2, 1, "tcp://future:1", uint64(99),
 		[]any{"m", "g", 16, "r", 5, 0, 1,
-			[]any{[]uint64{10, 20}, false, 7, nil, "", 9, map[string]any{"new": []any{1, "x"}}},
+			[]any{[]uint64{10, 20}, false, 7, nil, "", 9, true, map[string]any{"new": []any{1, "x"}}},
 			"priority-class",
 		},
 		map[string]any{"trace": "abc"},
@@ -155,7 +155,7 @@ func TestDecodeFutureVersion(t *testing.T) {
 	want := &Lifecycle{
 		Sender: "tcp://future:1", BootID: 99, Model: "m", Group: "g", BlockSize: 16,
 		RequestID: "r", Worker: 5, Rank: 0, Kind: LifecycleAdd,
-		Add: &AddData{TokenSequence: []uint64{10, 20}, PrefillTokens: 7, ISL: 9},
+		Add: &AddData{TokenSequence: []uint64{10, 20}, PrefillTokens: 7, ISL: 9, Republish: true},
 	}
 	got, err := DecodeEnvelope(futureLifecycle(t))
 	if err != nil {

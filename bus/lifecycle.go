@@ -60,9 +60,11 @@ type Lifecycle struct {
 // Wire body (array, append-only):
 //
 //	[ tokens [u64], track_prefill bool, prefill_tokens u64,
-//	  expected_output (nil | u32), lora str, isl u64 ]
+//	  expected_output (nil | u32), lora str, isl u64, republish bool? ]
 //
-// HasExpectedOutput is not a wire field: expected_output is nil when false.
+// HasExpectedOutput is not a wire field: expected_output is nil when false. republish (added
+// after the first layout, append-only) is written only when true, so the bytes of an ordinary
+// admission are unchanged; readers that predate it skip it.
 type AddData struct {
 	TokenSequence        []uint64 // tracking hashes of the prompt's blocks
 	TrackPrefill         bool
@@ -71,6 +73,9 @@ type AddData struct {
 	HasExpectedOutput    bool
 	LoraName             string
 	ISL                  uint64 // input sequence length in tokens
+	// Republish marks an anti-entropy copy of an admission the sender made earlier (not a new
+	// booking): receivers may ignore it when they saw the booking freed.
+	Republish bool
 }
 
 const (
@@ -149,7 +154,11 @@ func (l *Lifecycle) encodeBody(enc *msgpack.Encoder) error {
 }
 
 func (a *AddData) encode(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(addDataFields); err != nil {
+	n := addDataFields
+	if a.Republish {
+		n++
+	}
+	if err := enc.EncodeArrayLen(n); err != nil {
 		return err
 	}
 	if err := enc.EncodeArrayLen(len(a.TokenSequence)); err != nil {
@@ -178,7 +187,13 @@ func (a *AddData) encode(enc *msgpack.Encoder) error {
 	if err := enc.EncodeString(a.LoraName); err != nil {
 		return err
 	}
-	return enc.EncodeUint(a.ISL)
+	if err := enc.EncodeUint(a.ISL); err != nil {
+		return err
+	}
+	if a.Republish {
+		return enc.EncodeBool(true)
+	}
+	return nil
 }
 
 // decodeBody reads the body array. Add's token slice is reused when l
@@ -299,7 +314,15 @@ func (a *AddData) decode(d *Decoder) error {
 	if a.ISL, err = d.dec.DecodeUint64(); err != nil {
 		return malformed("isl", err)
 	}
-	if err := d.skipN(n - addDataFields); err != nil {
+	a.Republish = false
+	known := addDataFields
+	if n > addDataFields {
+		if a.Republish, err = d.dec.DecodeBool(); err != nil {
+			return malformed("republish", err)
+		}
+		known++
+	}
+	if err := d.skipN(n - known); err != nil {
 		return malformed("add data trailer", err)
 	}
 	return nil

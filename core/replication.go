@@ -142,7 +142,7 @@ func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 		a := ev.Add
 		lc.Add = &bus.AddData{
 			TokenSequence: a.TokenSequence, TrackPrefill: a.TrackPrefill, PrefillTokens: a.PrefillTokens,
-			LoraName: a.LoraName, ISL: a.ISL,
+			LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish,
 		}
 		if a.ExpectedOutputTokens != nil {
 			lc.Add.ExpectedOutputTokens, lc.Add.HasExpectedOutput = *a.ExpectedOutputTokens, true
@@ -193,6 +193,7 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		ev.Add = &engine.ReplicaAdd{
 			TokenSequence: lc.Add.TokenSequence, TrackPrefill: lc.Add.TrackPrefill,
 			PrefillTokens: lc.Add.PrefillTokens, LoraName: lc.Add.LoraName, ISL: lc.Add.ISL,
+			Republish: lc.Add.Republish,
 		}
 		if lc.Add.HasExpectedOutput {
 			v := lc.Add.ExpectedOutputTokens
@@ -210,11 +211,15 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	now := s.clock()
 	ok := false
 	switch {
-	case ev.Kind == engine.LifecycleAdd && br.tomb.freed(ev.RequestID, now.Add(-s.eng.Config().ActiveRequestExpiry)):
+	case ev.Kind == engine.LifecycleAdd && ev.Add.Republish && br.tomb.freed(ev.RequestID, now.Add(-s.eng.Config().ActiveRequestExpiry)):
 		br.staleAdds++ // a republished admission that crossed its free: stale
 	default:
 		if _, mine := br.ledger[ev.RequestID]; ev.Kind == engine.LifecycleFree && !mine {
 			br.tomb.add(ev.RequestID, now)
+		}
+		if ev.Kind == engine.LifecycleAdd && !ev.Add.Republish {
+			// A new booking reusing a freed id (ids need only be unique while in flight).
+			br.tomb.forget(ev.RequestID)
 		}
 		ok = s.eng.ApplyReplica(&ev, now)
 		br.ledger.observePeer(&ev, ok)

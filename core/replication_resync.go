@@ -105,6 +105,7 @@ type localBooking struct {
 // the value it is handed while the ledger may still change the original).
 func (b localBooking) event() *engine.ReplicaEvent {
 	add := *b.add
+	add.Republish = true
 	return &engine.ReplicaEvent{Partition: b.key, BlockSize: b.bs, RequestID: b.id, Owner: b.owner,
 		Kind: engine.LifecycleAdd, Add: &add}
 }

@@ -465,3 +465,34 @@ func TestResyncScheduling(t *testing.T) {
 		})
 	}
 }
+
+// TestReusedIDAfterFreeIsMirrored: a client may reuse a request id once its booking completed
+// (ids need only be unique while in flight); the tombstone left by the first free must not make
+// peers ignore the new booking (found in review).
+func TestReusedIDAfterFreeIsMirrored(t *testing.T) {
+	srv := natstest.RunServer(t)
+	a := startReplica(t, srv.ClientURL(), "a", "b")
+	b := startReplica(t, srv.ClientURL(), "b", "a")
+	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
+	book(t, a, "req-1", 1)
+	waitSameLoads(t, a, b)
+	if err := b.svc.Free("req-1"); err != nil { // freed through the other replica: B tombstones it
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if n := activeRequests(a.svc); n != 0 {
+			return fmt.Errorf("A still has %d requests", n)
+		}
+		return nil
+	})
+	book(t, a, "req-1", 2) // the same id, a new booking
+	natstest.WaitFor(t, syncTimeout, func() error {
+		if n := activeRequests(b.svc); n != 1 {
+			return fmt.Errorf("B mirrors %d requests, want the reused id's new booking", n)
+		}
+		return nil
+	})
+	if err := b.svc.PrefillComplete("req-1"); err != nil {
+		t.Fatalf("lifecycle call on B for the reused id: %v", err)
+	}
+}

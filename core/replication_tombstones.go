@@ -10,9 +10,10 @@ import "time"
 // A's republish after the reconnect would resurrect x on B.
 //
 // Rule: a replica remembers the ids of peer bookings it has seen freed (by a local free of a
-// mirrored row, or by a peer's free event) and ignores a later admission of such an id.
-// Reservation ids are globally unique (spec: Consistency Invariants), so an admission after a
-// free of the same id is always stale. Frees of the replica's own bookings are not recorded:
+// mirrored row, or by a peer's free event) and ignores a later *republished* admission of such an
+// id (republishes are marked on the wire). A new admission of the id — a client may reuse an id
+// once its booking completed; ids need only be unique while in flight — is applied and clears
+// the tombstone. Frees of the replica's own bookings are not recorded:
 // only their owner republishes them, and the owner's ledger forgets them on the free.
 //
 // Bounds: at most tombstoneCap ids (a ring; the oldest is forgotten first) and no longer than
@@ -53,6 +54,10 @@ func (t *tombstones) freed(id string, cutoff time.Time) bool {
 	at, ok := t.at[id]
 	return ok && at >= cutoff.UnixNano()
 }
+
+// forget drops id's tombstone (its ring slot stays until overwritten; deleting an absent key
+// then is harmless).
+func (t *tombstones) forget(id string) { delete(t.at, id) }
 
 // len is the number of remembered ids.
 func (t *tombstones) len() int { return len(t.at) }

@@ -127,6 +127,9 @@ type ReplicaAdd struct {
 	ExpectedOutputTokens *uint32
 	LoraName             string
 	ISL                  uint64
+	// Republish marks an anti-entropy copy of an earlier admission (core's resync), not a new
+	// booking.
+	Republish bool
 }
 
 // TakeEffects appends the replica events produced since the last call to dst and clears the
