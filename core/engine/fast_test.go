@@ -12,9 +12,11 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -334,35 +336,7 @@ func (tw *twin) run(steps int) {
 // TestFastPathDifferential: the fast path decides exactly as the general path, for every cost
 // policy and the configurations that change its arithmetic or its eligibility.
 func TestFastPathDifferential(t *testing.T) {
-	configs := map[string]func(*Config){
-		"dynamo":   func(*Config) {},
-		"kvselect": func(c *Config) { *c = KVSelectDefaults() },
-		"kvselect_tiers": func(c *Config) {
-			*c = KVSelectDefaults()
-			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 0.3
-		},
-		"decay": func(c *Config) { c.OverlapScoreCreditDecay = 0.5 },
-		// Weights that are not dyadic fractions: any reassociation of the arithmetic changes bits.
-		"odd_weights": func(c *Config) {
-			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight, c.OverlapScoreCreditDecay = 0.7, 1.1, 0.3, 0.13
-		},
-		"odd_weights_no_decay": func(c *Config) {
-			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight = 0.7, 1.1, 0.3
-		},
-		"tiers_weights": func(c *Config) {
-			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 1.5
-		},
-		"no_prefill": func(c *Config) { c.TrackPrefillTokens = false },
-		"queueing":   func(c *Config) { c.QueueThreshold = ptr(0.5) },
-		"sessions":   func(c *Config) { c.SessionAffinityTTL = time.Minute },
-		"kvselect_sessions": func(c *Config) {
-			*c = KVSelectDefaults()
-			c.SessionAffinityTTL = time.Minute
-		},
-		"approximate": func(c *Config) { c.UseKVEvents = false },
-		"busy_flags":  func(c *Config) { c.DecodeBusyThreshold, c.PrefillBusyThreshold = ptr(0.01), ptr(0.01) },
-		"temperature": func(c *Config) { c.Temperature = 0.3 }, // never fast: checks the fallback
-	}
+	configs := differentialConfigs()
 	steps := 1500
 	if testing.Short() {
 		steps = 400
@@ -396,4 +370,53 @@ func TestFastPathDifferential(t *testing.T) {
 			t.Logf("%d fast selections, %d decided among tied minimum costs, %d met a session binding (%d stale)", hits, ties, bound, stale)
 		})
 	}
+}
+
+// differentialConfigs are the configurations the differential tests run: both cost policies and
+// everything that changes the fast path's arithmetic (decay, tier weights, odd weights, prefill
+// tracking) or its eligibility and side paths (queueing, sessions, approximate index, busy
+// flags, temperature, which never takes the fast path).
+func differentialConfigs() map[string]func(*Config) {
+	return map[string]func(*Config){
+		"dynamo":   func(*Config) {},
+		"kvselect": func(c *Config) { *c = KVSelectDefaults() },
+		"kvselect_tiers": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 0.3
+		},
+		"decay": func(c *Config) { c.OverlapScoreCreditDecay = 0.5 },
+		// Weights that are not dyadic fractions: any reassociation of the arithmetic changes bits.
+		"odd_weights": func(c *Config) {
+			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight, c.OverlapScoreCreditDecay = 0.7, 1.1, 0.3, 0.13
+		},
+		"odd_weights_no_decay": func(c *Config) {
+			c.OverlapScoreCredit, c.PrefillLoadScale, c.DecodeActiveRequestWeight = 0.7, 1.1, 0.3
+		},
+		"tiers_weights": func(c *Config) {
+			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 1.5
+		},
+		"no_prefill": func(c *Config) { c.TrackPrefillTokens = false },
+		"queueing":   func(c *Config) { c.QueueThreshold = ptr(0.5) },
+		"sessions":   func(c *Config) { c.SessionAffinityTTL = time.Minute },
+		"kvselect_sessions": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.SessionAffinityTTL = time.Minute
+		},
+		"approximate": func(c *Config) { c.UseKVEvents = false },
+		"busy_flags":  func(c *Config) { c.DecodeBusyThreshold, c.PrefillBusyThreshold = ptr(0.01), ptr(0.01) },
+		"temperature": func(c *Config) { c.Temperature = 0.3 }, // never fast: checks the fallback
+	}
+}
+
+// FuzzFastPathDifferential runs the twin engines on a fuzzed seed and configuration: any
+// workload the generator can draw must leave fast and general paths in agreement.
+func FuzzFastPathDifferential(f *testing.F) {
+	f.Add(uint64(1), uint8(0))
+	f.Add(uint64(99), uint8(5))
+	names := slices.Sorted(maps.Keys(differentialConfigs()))
+	f.Fuzz(func(t *testing.T, seed uint64, which uint8) {
+		cfg := DefaultConfig()
+		differentialConfigs()[names[int(which)%len(names)]](&cfg)
+		newTwin(t, cfg, seed).run(200)
+	})
 }
