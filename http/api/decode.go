@@ -189,7 +189,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"response encoding failed"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType // shared value, see jsonencode.go
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
