@@ -115,6 +115,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.assumeKVReuse && o.noAssumeKVReuse {
 		return nil, fmt.Errorf("--router-assume-kv-reuse and --no-router-assume-kv-reuse are mutually exclusive")
 	}
+	if o.natsURL != "" && (o.natsListen != "" || o.natsClusterListen != "" || o.natsClusterRoutes != "") {
+		return nil, fmt.Errorf("--nats-listen and --nats-cluster-* configure the embedded NATS server; they cannot be combined with --nats-url")
+	}
+	if o.natsClusterRoutes != "" && o.natsClusterListen == "" {
+		return nil, fmt.Errorf("--nats-cluster-routes requires --nats-cluster-listen")
+	}
+	if o.natsURL == "" && (o.natsUser != "" || o.natsPassword != "" || o.natsToken != "" || o.natsCreds != "" ||
+		o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") {
+		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token, --nats-creds and --nats-tls-* apply to --nats-url; the embedded server has no authentication")
+	}
 	if o.port < 0 || o.port > 65535 {
 		return nil, fmt.Errorf("--port must be between 0 and 65535")
 	}

@@ -117,16 +117,12 @@ func run(args []string, stderr io.Writer) error {
 	defer func() { _ = br.Close() }()
 	// Seed order (issue 5): listeners buffer, the index is recovered and submitted, only then
 	// may listeners apply; this replica serves snapshots once its own recovery is done.
+	// Startup order (the seed's): listeners buffer, the index is recovered and submitted, only
+	// then may listeners apply; this replica serves snapshots once its own recovery is done. The
+	// HTTP port and signal handling come first, so that liveness answers and /ready reports 503
+	// while a large index is recovered, and a SIGTERM during recovery still shuts down cleanly.
 	svc.ExpectRecovery()
 	svc.EnableKVEvents()
-	if err := recoverIndex(o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
-		return err
-	}
-	svc.OpenGate()
-	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
-		return fmt.Errorf("snapshot serving: %w", err)
-	}
-	svc.Start()
 	defer func() { _ = svc.Close() }()
 
 	ab, err := aibrixHandler(o, svc, log)
@@ -145,29 +141,38 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
-		"use_kv_events", cfg.UseKVEvents)
-
+		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if err := recoverIndex(ctx, o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
+		return err
+	}
+	svc.OpenGate()
+	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
+		return fmt.Errorf("snapshot serving: %w", err)
+	}
+	svc.Start()
+
 	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
+	case <-ctx.Done():
+		log.Info("shutting down")
 	case err := <-errc:
 		return err
 	}
 	_ = svc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	return srv.Shutdown(sctx)
 }
 
 // recoverIndex runs startup index recovery (--indexer-peers over HTTP, then live replicas over
 // NATS per --nats-recovery). A replica on a private embedded server cannot have live peers, so it
 // does not wait to discover any. Recovery failures are logged by the service; only a bad flag is
 // an error.
-func recoverIndex(o *options, svc *core.Service, maxPayload int64, alone bool) error {
+func recoverIndex(ctx context.Context, o *options, svc *core.Service, maxPayload int64, alone bool) error {
 	mode, err := core.ParseNATSRecoveryMode(o.natsRecovery)
 	if err != nil {
 		return err
@@ -179,7 +184,7 @@ func recoverIndex(o *options, svc *core.Service, maxPayload int64, alone bool) e
 			wait = 0
 		}
 	}
-	svc.Recover(context.Background(), core.RecoveryConfig{
+	svc.Recover(ctx, core.RecoveryConfig{
 		HTTPPeers: splitList(o.indexerPeers), NATS: mode, MaxChunk: recovery.ChunkLimit(maxPayload), DiscoveryWait: wait,
 	})
 	return nil
