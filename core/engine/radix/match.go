@@ -138,6 +138,7 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 	fk := ix.keysOf(&ix.nodes[first])
 	keys := ix.keysOf(&ix.nodes[id])
 	rankOf, cnt, hit := ix.own.rankOf, m.cnt, m.hit
+	slot, dst := m.slot, m.dst
 	j := 0
 	for _, kx := range fk {
 		idx := ownerOf(kx)
@@ -162,8 +163,13 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 			}
 		}
 		r := rankOf[idx]
-		if m.dst != nil {
-			m.direct(r, phase, i)
+		if dst != nil {
+			// m.direct, with the slices hoisted out of the loop.
+			if int(r) < len(slot) {
+				if s := slot[r]; s >= 0 && int(s) < len(dst) {
+					dst[s][phase&(uint32(NumTiers)-1)] = i
+				}
+			}
 			continue
 		}
 		cnt[r][phase&(uint32(NumTiers)-1)] = i
