@@ -12,11 +12,12 @@ import (
 // The selection fast path. Most selections carry no taint constraint, pin or affinity target,
 // run at temperature 0, and the engine has no custom scorer: then the pipeline of choose (score →
 // filter → scorers → overrides → pick) reduces to "cost of every rank, arg-min with random ties
-// among the allowed ranks, unless a live session binding names one", and the per-candidate Candidate/scored records that the general
-// path builds for scorers, pickers and the overrides are never looked at except for the winner.
+// among the allowed ranks, unless a live session binding names one", and the per-candidate
+// Candidate/scored records that the general path builds for scorers, pickers and overrides are
+// never looked at except for the winner's worker.
 //
-// The fast path also serves live session bindings: the bound rank wins outright, as in the
-// general path, and no tie-break is drawn.
+// allowed_worker_ids become an eligibility mask; a live session binding whose rank is eligible
+// wins outright, as in the general path, and then no tie-break is drawn.
 //
 // chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
 // kvselectTerms) from compact per-rank arrays instead:
@@ -47,7 +48,7 @@ type fastScratch struct {
 	cost   []float64
 	elig   []bool     // allowed_worker_ids mask (allowedMask)
 	loads  []RankLoad // loads of the materialised ranks only
-	cands  []scored   // the chosen worker's ranks (scratch.cands holds all ranks when materialised)
+	cands  []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
@@ -92,8 +93,8 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission, booking
 		}
 	}
 
-	// A live session binding wins outright when its rank is a candidate (boundCandidate: every
-	// rank is eligible here); then nothing is drawn. A binding whose rank is gone is dropped.
+	// A live session binding wins outright when its rank is an eligible candidate; then nothing
+	// is drawn. A binding whose rank is gone is dropped (boundCandidate's rules).
 	bound := e.boundFast(p, sel.session, elig)
 	draw := bound < 0
 
@@ -235,12 +236,12 @@ func (a *argmin) offer(i int, c float64) {
 	}
 }
 
-// better reports whether offer(i, c) would take c without a draw; the scoring loops test it
-// inline and call offer only otherwise (offer itself is slightly too big to inline).
+// better reports whether offer(i, c) would take c without a draw. offer is slightly too big to
+// inline, so the scoring loops spell it out: better, else a tie test and tie.
 func (a *argmin) better(c float64) bool { return a.best < 0 || c < a.cost }
 
-// tie is offer's draw for a cost equal to the running best. Kept out of line so that offer
-// inlines into the scoring loops.
+// tie is offer's draw for a cost equal to the running best. Kept out of line: it is rare, and
+// the loops' common path stays small.
 //
 //go:noinline
 func (a *argmin) tie(i int) {
