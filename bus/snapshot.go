@@ -8,8 +8,9 @@ import (
 
 // Snapshot request/reply seam.
 //
-// The snapshot protocol (chunking, digests, ids) is not defined yet. What
-// is fixed: a replica answers snapshot requests on
+// The snapshot protocol itself (chunking, digests, ids) is defined by the
+// recovery package (recovery/snapwire.go); this package carries its bytes
+// opaquely. What is fixed here: a replica answers snapshot requests on
 // Subjects.Snapshot(its own replica id), requests are addressed to one
 // chosen peer (never a queue group: the requester wants a specific,
 // healthy, warmed-up peer), and bytes in both directions are opaque here.

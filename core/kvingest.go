@@ -20,9 +20,12 @@ type kvIngest struct {
 	svc  *Service
 	gate chan struct{} // closed once startup recovery has been submitted
 	mu   sync.Mutex
-	subs map[engine.Owner]*rankListener
-	ctx  context.Context
-	stop context.CancelFunc
+	subs map[uint64]map[uint32]*rankListener // worker id → global DP rank → listener
+	// closed is set by close; later reconciliations start nothing (guarded by mu).
+	closed   bool
+	gateOnce sync.Once
+	ctx      context.Context
+	stop     context.CancelFunc
 }
 
 // rankListener is one rank's listener and its decoding state.
@@ -49,7 +52,7 @@ func (s *Service) EnableKVEvents() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	kv := &kvIngest{svc: s, gate: make(chan struct{}), subs: make(map[engine.Owner]*rankListener), ctx: ctx, stop: cancel}
+	kv := &kvIngest{svc: s, gate: make(chan struct{}), subs: make(map[uint64]map[uint32]*rankListener), ctx: ctx, stop: cancel}
 	s.mu.Lock()
 	s.kv = kv
 	ids := make([]uint64, 0)
@@ -69,11 +72,7 @@ func (s *Service) OpenGate() {
 	kv := s.kv
 	s.mu.Unlock()
 	if kv != nil {
-		select {
-		case <-kv.gate:
-		default:
-			close(kv.gate)
-		}
+		kv.gateOnce.Do(func() { close(kv.gate) })
 	}
 }
 
@@ -95,10 +94,17 @@ func (s *Service) reconcileListeners(id uint64) {
 func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	keep := make(map[engine.Owner]bool, len(want))
+	if kv.closed {
+		return
+	}
+	ranks := kv.subs[id]
+	if ranks == nil {
+		ranks = make(map[uint32]*rankListener, len(want))
+	}
+	keep := make(map[uint32]bool, len(want))
 	for _, src := range want {
-		keep[src.Owner] = true
-		if cur := kv.subs[src.Owner]; cur != nil {
+		keep[src.Owner.Rank] = true
+		if cur := ranks[src.Owner.Rank]; cur != nil {
 			if cur.src.Endpoint == src.Endpoint && cur.src.ReplayEndpoint == src.ReplayEndpoint {
 				// The listener and its watermark stay. cur.src is not rewritten: the handler
 				// goroutine reads it without a lock, and the fields it uses (Owner, endpoints)
@@ -106,7 +112,7 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 				continue
 			}
 			cur.closeListener()
-			delete(kv.subs, src.Owner)
+			delete(ranks, src.Owner.Rank)
 		}
 		rl := &rankListener{src: src, dec: kvevents.NewDecoder(), svc: kv.svc}
 		l, err := kvlisten.Start(kv.ctx, kvlisten.Config{
@@ -123,13 +129,18 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 			rl.startErr = err
 		}
 		rl.l = l
-		kv.subs[src.Owner] = rl
+		ranks[src.Owner.Rank] = rl
 	}
-	for o, rl := range kv.subs {
-		if o.Worker == id && !keep[o] {
+	for r, rl := range ranks {
+		if !keep[r] {
 			rl.closeListener()
-			delete(kv.subs, o)
+			delete(ranks, r)
 		}
+	}
+	if len(ranks) == 0 {
+		delete(kv.subs, id)
+	} else {
+		kv.subs[id] = ranks
 	}
 }
 
@@ -138,10 +149,7 @@ func (kv *kvIngest) status(id uint64) map[string]ListenerStatus {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	var out map[string]ListenerStatus
-	for o, rl := range kv.subs {
-		if o.Worker != id {
-			continue
-		}
+	for r, rl := range kv.subs[id] {
 		st := rl.state()
 		ls := ListenerStatus{Endpoint: rl.src.Endpoint, Status: st.Status.String(), LastError: st.LastError}
 		if st.HasWatermark {
@@ -151,7 +159,7 @@ func (kv *kvIngest) status(id uint64) map[string]ListenerStatus {
 		if out == nil {
 			out = make(map[string]ListenerStatus)
 		}
-		out[strconv.FormatUint(uint64(o.Rank), 10)] = ls
+		out[strconv.FormatUint(uint64(r), 10)] = ls
 	}
 	return out
 }
@@ -161,8 +169,10 @@ func (kv *kvIngest) statusCounts() map[string]int {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	out := map[string]int{}
-	for _, rl := range kv.subs {
-		out[rl.state().Status.String()]++
+	for _, ranks := range kv.subs {
+		for _, rl := range ranks {
+			out[rl.state().Status.String()]++
+		}
 	}
 	return out
 }
@@ -171,10 +181,13 @@ func (kv *kvIngest) close() {
 	kv.stop()
 	kv.mu.Lock()
 	subs := kv.subs
-	kv.subs = map[engine.Owner]*rankListener{}
+	kv.subs = map[uint64]map[uint32]*rankListener{}
+	kv.closed = true
 	kv.mu.Unlock()
-	for _, rl := range subs {
-		rl.closeListener()
+	for _, ranks := range subs {
+		for _, rl := range ranks {
+			rl.closeListener()
+		}
 	}
 }
 

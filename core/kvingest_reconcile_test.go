@@ -42,8 +42,10 @@ func ingestListeners(svc *Service) map[Owner]*kvlisten.Listener {
 	svc.kv.mu.Lock()
 	defer svc.kv.mu.Unlock()
 	out := map[Owner]*kvlisten.Listener{}
-	for o, rl := range svc.kv.subs {
-		out[o] = rl.l
+	for w, ranks := range svc.kv.subs {
+		for r, rl := range ranks {
+			out[Owner{Worker: w, Rank: r}] = rl.l
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"github.com/kvselect/kvselect/bus"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -52,6 +53,10 @@ type Replicator interface {
 // Lock order: Service.mu is the only lock that guards engine state. Listener and replicator
 // goroutines take it only to apply events; they never hold their own locks while taking it.
 type Service struct {
+	// catMu serialises catalog changes (upsert, patch, delete) so that the engine update and the
+	// listener reconciliation of one change are never interleaved with another's. Lock order:
+	// catMu, then mu or kvIngest.mu (never both mu and kvIngest.mu at once).
+	catMu   sync.Mutex
 	mu      sync.Mutex
 	eng     *engine.Engine
 	closing bool
@@ -130,8 +135,9 @@ func NewLocal(cfg engine.Config, seed uint64) (*Service, error) {
 	return New(Config{Engine: cfg, Seed: seed})
 }
 
-// Start launches the background work: the expiry sweep and, with KV events on, the listener
-// manager. Startup index recovery (when configured) must run before Start.
+// Start launches the background work: the expiry sweep. (KV-event listeners start with
+// EnableKVEvents, replication with EnableReplication.) Startup index recovery, when configured,
+// runs before Start.
 func (s *Service) Start() {
 	s.wg.Add(1)
 	go s.sweepLoop()
@@ -211,6 +217,8 @@ var errPeerNotFound = &engine.Error{Kind: engine.ErrNotFound, Msg: "peer not fou
 
 // UpsertWorker registers or replaces a worker (POST /workers).
 func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -228,6 +236,8 @@ func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 
 // PatchWorker updates supplied fields of a worker (PATCH /workers/{id}).
 func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error) {
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
 	s.mu.Lock()
 	rec, err := s.eng.PatchWorker(id, patch)
 	s.flushLocked()
@@ -241,6 +251,8 @@ func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error
 
 // DeleteWorker removes a worker (DELETE /workers/{id}).
 func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
 	s.mu.Lock()
 	rec, err := s.eng.DeleteWorker(id)
 	s.flushLocked()
@@ -367,8 +379,11 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 	if s.repl == nil {
 		return false, ErrReplicaSyncDisabled
 	}
-	if id == "" {
-		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: "endpoint must not be empty"}
+	if err := bus.ValidateReplicaID(id); err != nil {
+		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("invalid peer endpoint %q: %v", id, err)}
+	}
+	if id == s.cfg.ReplicaID {
+		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("%q is this replica's own id", id)}
 	}
 	return s.repl.AddPeer(id), nil
 }
