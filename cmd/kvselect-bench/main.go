@@ -82,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kvselect at %s: %d clients, %v per phase\n", base, *clients, *duration)
 	ours := drive(base, bodies, *clients, *warmup, *duration, true)
 	fmt.Fprintf(stderr, "ceiling at %s\n", ceil.url)
-	top := drive(ceil.url, bodies, *clients, *warmup, *duration, false)
+	top := drive(ceil.url, bodies, *clients, *warmup, *duration, true)
 
 	res.RPS, res.SelectionsPS, res.CeilingRPS = ours.callsPerSec, ours.loopsPerSec, top.callsPerSec
 	if top.callsPerSec > 0 {

@@ -66,7 +66,8 @@ func startService(reqs []sim.Request, n, replicas int) (*inproc, error) {
 
 func (s *inproc) close() { _ = s.srv.Close(); _ = s.svc.Close() }
 
-// ceiling is a trivial JSON handler: decode the same request body, encode a small response.
+// ceiling is a trivial Go JSON service with the same routes the EPP flow calls: it decodes the
+// selection body with encoding/json and answers small fixed responses, doing no selection work.
 type ceiling struct {
 	url string
 	srv *http.Server
@@ -86,6 +87,9 @@ func startCeiling() (*ceiling, error) {
 		}
 		writeSmall(w, `{"selection_id":"x","worker_id":1,"dp_rank":0,"endpoint":"http://w"}`)
 	})
+	ok := func(w http.ResponseWriter, _ *http.Request) { writeSmall(w, `{"status":"ok"}`) }
+	mux.HandleFunc("POST /reservations/{id}/prefill_complete", ok)
+	mux.HandleFunc("DELETE /reservations/{id}", ok)
 	c := &ceiling{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: mux}}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c, nil
