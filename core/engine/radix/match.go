@@ -83,7 +83,11 @@ func (ix *Index) walk(local []uint64, m *Match) {
 			implicit, first = true, child
 		case ix.sameAsParent(child):
 		case implicit:
-			ix.matchFirstStep(first, child, int32(i), m)
+			if m.dst != nil {
+				ix.matchFirstStepSlots(first, child, int32(i), m)
+			} else {
+				ix.matchFirstStep(first, child, int32(i), m)
+			}
 			implicit = false
 		default:
 			ix.matchStep(child, int32(i), m)
@@ -96,6 +100,12 @@ func (ix *Index) walk(local []uint64, m *Match) {
 	}
 	if implicit {
 		rankOf := ix.own.rankOf
+		if m.dst != nil {
+			for _, k := range ix.keysOf(&ix.nodes[first]) {
+				m.direct(rankOf[ownerOf(k)], uint32(bits.TrailingZeros32(k)), depth)
+			}
+			return
+		}
 		for _, k := range ix.keysOf(&ix.nodes[first]) {
 			m.record(rankOf[ownerOf(k)], uint32(bits.TrailingZeros32(k)), depth)
 		}
@@ -121,7 +131,8 @@ func (m *Match) record(r, phase uint32, c int32) {
 	m.hit[r/64] |= 1 << (r % 64)
 }
 
-// direct is record for MatchSlots: dst[slot[r]][phase] = c when the slot exists.
+// direct is record for MatchSlots: dst[slot[r]][phase] = c when the slot exists (c ≠ 0 is the
+// caller's business: a zero write into a zeroed dst changes nothing).
 func (m *Match) direct(r, phase uint32, c int32) {
 	if int(r) < len(m.slot) {
 		if s := m.slot[r]; s >= 0 && int(s) < len(m.dst) {
@@ -138,7 +149,6 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 	fk := ix.keysOf(&ix.nodes[first])
 	keys := ix.keysOf(&ix.nodes[id])
 	rankOf, cnt, hit := ix.own.rankOf, m.cnt, m.hit
-	slot, dst := m.slot, m.dst
 	j := 0
 	for _, kx := range fk {
 		idx := ownerOf(kx)
@@ -147,34 +157,60 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 			for j < len(keys) && ownerOf(keys[j]) < idx {
 				j++
 			}
-			if j < len(keys) && ownerOf(keys[j]) == idx {
-				k := keys[j]
-				if k&(1<<phase) != 0 {
-					m.live = append(m.live, liveOwner{idx: idx, rank: rankOf[idx], phase: phase})
-					continue
-				}
-				if higher := (k & tierMask) >> (phase + 1); higher != 0 {
-					r := rankOf[idx]
-					m.record(r, phase, i)
-					m.live = append(m.live, liveOwner{idx: idx, rank: r,
-						phase: phase + 1 + uint32(bits.TrailingZeros32(higher)), start: i})
-					continue
-				}
+			if j < len(keys) && ownerOf(keys[j]) == idx && ix.survive(keys[j], idx, phase, i, m) {
+				continue
 			}
 		}
 		r := rankOf[idx]
-		if dst != nil {
-			// m.direct, with the slices hoisted out of the loop.
-			if int(r) < len(slot) {
-				if s := slot[r]; s >= 0 && int(s) < len(dst) {
-					dst[s][phase&(uint32(NumTiers)-1)] = i
-				}
-			}
-			continue
-		}
 		cnt[r][phase&(uint32(NumTiers)-1)] = i
 		hit[r/64] |= 1 << (r % 64)
 	}
+}
+
+// matchFirstStepSlots is matchFirstStep for MatchSlots: absent owners' counts go straight to the
+// caller's array. A copy rather than a branch in the loop, which cost Match ~10%.
+func (ix *Index) matchFirstStepSlots(first, id uint32, i int32, m *Match) {
+	fk := ix.keysOf(&ix.nodes[first])
+	keys := ix.keysOf(&ix.nodes[id])
+	rankOf, slot, dst := ix.own.rankOf, m.slot, m.dst
+	j := 0
+	for _, kx := range fk {
+		idx := ownerOf(kx)
+		phase := uint32(bits.TrailingZeros32(kx))
+		if j < len(keys) {
+			for j < len(keys) && ownerOf(keys[j]) < idx {
+				j++
+			}
+			if j < len(keys) && ownerOf(keys[j]) == idx && ix.survive(keys[j], idx, phase, i, m) {
+				continue
+			}
+		}
+		if r := rankOf[idx]; int(r) < len(slot) {
+			if s := slot[r]; s >= 0 && int(s) < len(dst) {
+				dst[s][phase&(uint32(NumTiers)-1)] = i
+			}
+		}
+	}
+}
+
+// survive handles a first-node owner (index idx, initial phase) that node id (block i) also
+// lists with entry key k: it joins the live set, in the same phase when k holds that tier, or
+// in its next lower held tier after recording the finished phase. It reports false when k holds
+// no tier at or below the phase: the owner stops at i like an absent one.
+func (ix *Index) survive(k, idx, phase uint32, i int32, m *Match) bool {
+	rankOf := ix.own.rankOf
+	if k&(1<<phase) != 0 {
+		m.live = append(m.live, liveOwner{idx: idx, rank: rankOf[idx], phase: phase})
+		return true
+	}
+	if higher := (k & tierMask) >> (phase + 1); higher != 0 {
+		r := rankOf[idx]
+		m.record(r, phase, i)
+		m.live = append(m.live, liveOwner{idx: idx, rank: r,
+			phase: phase + 1 + uint32(bits.TrailingZeros32(higher)), start: i})
+		return true
+	}
+	return false
 }
 
 // matchStep advances the explicit live set across node id (block i): a merge of two lists
