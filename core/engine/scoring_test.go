@@ -79,7 +79,7 @@ func TestCustomScorerChangesDecision(t *testing.T) {
 }
 
 // TestBuiltinScorersReproduceBuiltinCost: replacing the built-in cost by the exported scorer of
-// the same policy gives the same decisions, response fields and costs.
+// the same policy gives the same decisions and response fields.
 func TestBuiltinScorersReproduceBuiltinCost(t *testing.T) {
 	for _, cfg := range []Config{DefaultConfig(), KVSelectDefaults()} {
 		scorer := DynamoScorer(cfg)
@@ -104,11 +104,8 @@ func TestBuiltinScorersReproduceBuiltinCost(t *testing.T) {
 			if ra.WorkerID != rb.WorkerID || ra.DPRank != rb.DPRank || ra.EffectivePrefillTokens != rb.EffectivePrefillTokens {
 				t.Fatalf("%s step %d: built-in chose %d, scorer chose %d", cfg.Policy, i, ra.WorkerID, rb.WorkerID)
 			}
-			for j := range a.scratch.cands {
-				if ca, cb := a.scratch.cands[j].cost, b.scratch.cands[j].cost; math.Abs(ca-cb) > 1e-9*max(1, math.Abs(ca)) {
-					t.Fatalf("%s step %d cand %d: cost %v vs %v", cfg.Policy, i, j, ca, cb)
-				}
-			}
+			// Per-candidate costs of both paths are compared by TestBuiltinScorersMatchBothPaths
+			// (the engine without scorers takes the fast path, which keeps no candidate records).
 			if rng.IntN(3) == 0 {
 				_ = a.Free(id)
 				_ = b.Free(id)
