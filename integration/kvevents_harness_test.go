@@ -33,6 +33,8 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/api"
+
+	"github.com/kvselect/kvselect/internal/pyzmqtest"
 )
 
 // kvTimeout bounds every KV-event poll. Generous: two cores are shared by several test runs,
@@ -42,31 +44,8 @@ const kvTimeout = 20 * time.Second
 // kvPublisherScript is the pyzmq publisher owned by bus/kvlisten; reused, not copied.
 const kvPublisherScript = "../bus/kvlisten/testdata/vllm_publisher.py"
 
-// kvPython returns an interpreter that imports zmq and msgpack: python3 from PATH first, then
-// /usr/bin/python3 (Debian's packages are only visible to it when a pyenv shim shadows it).
-// Missing packages skip the test locally and fail it when CI is set, so CI cannot silently lose
-// the interop coverage.
-func kvPython(t *testing.T) string {
-	t.Helper()
-	var cands, tried []string
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	cands = append(cands, "/usr/bin/python3")
-	for _, py := range cands {
-		out, err := exec.Command(py, "-c", "import zmq, msgpack").CombinedOutput()
-		if err == nil {
-			return py
-		}
-		tried = append(tried, fmt.Sprintf("%s: %v %s", py, err, strings.TrimSpace(string(out))))
-	}
-	msg := "python3 with zmq and msgpack (Debian python3-zmq, python3-msgpack) not available: " + strings.Join(tried, "; ")
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+// kvPython returns an interpreter that imports zmq and msgpack (see pyzmqtest.Python).
+func kvPython(t *testing.T) string { return pyzmqtest.Python(t) }
 
 // kvPub is one running vllm_publisher.py process.
 //

@@ -10,34 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/pyzmqtest"
 )
 
-// pythonWithZMQ returns an interpreter that can import zmq and msgpack. The
-// Debian packages are visible to /usr/bin/python3 even where a pyenv shim
-// shadows it, so that one is tried first. Missing dependencies skip the test
-// locally but fail it when CI is set, so CI can never silently lose the
-// interop coverage.
-func pythonWithZMQ(t *testing.T) string {
-	t.Helper()
-	var tried []string
-	cands := []string{"/usr/bin/python3"}
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	for _, py := range cands {
-		out, err := exec.Command(py, "-c", "import zmq, msgpack").CombinedOutput()
-		if err == nil {
-			return py
-		}
-		tried = append(tried, fmt.Sprintf("%s: %v %s", py, err, strings.TrimSpace(string(out))))
-	}
-	msg := "python3 with zmq and msgpack not available: " + strings.Join(tried, "; ")
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+// pythonWithZMQ returns an interpreter that imports zmq and msgpack (see pyzmqtest.Python).
+func pythonWithZMQ(t *testing.T) string { return pyzmqtest.Python(t) }
 
 // pyPub drives testdata/vllm_publisher.py over its stdin/stdout protocol.
 type pyPub struct {
