@@ -73,6 +73,21 @@ func invalid(field, title, format string, args ...any) *RequestError {
 // required members are reported after the object's present members were
 // checked.
 func DecodeRequest(body []byte) (*Request, error) {
+	// The single-pass decoder accepts only what decodeTree accepts and
+	// builds the same Request; it gives up (without a verdict) on anything
+	// unusual, which includes every invalid body. decodeTree then produces
+	// the precise error, so errors and their precedence have one definition.
+	if req, ok := decodeFast(body); ok {
+		return req, nil
+	}
+	return decodeTree(body)
+}
+
+// decodeTree is the reference decoder: it parses body into a strictjson
+// tree and validates it member by member. It defines every error
+// DecodeRequest reports and is the oracle the differential tests hold
+// decodeFast to.
+func decodeTree(body []byte) (*Request, error) {
 	doc, err := strictjson.Parse(body)
 	if err != nil {
 		return nil, syntaxProblem(err)

@@ -1,0 +1,414 @@
+package aibrix
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file is the lexical half of the single-pass decoder (decode_fast.go
+// is the schema half). It reads JSON straight from the body with no
+// intermediate tree and has exactly two outcomes per step: success, or
+// "give up" (false). Giving up is never a verdict on the body: DecodeRequest
+// then runs the reference decoder, which either accepts it or names the
+// precise problem. The scanner may therefore give up on anything valid but
+// unusual (escaped member names, objects with many members, deep nesting),
+// and must never succeed on anything strictjson rejects. Every rule below
+// mirrors strictjson exactly or is stricter.
+//
+// Ownership and concurrency: a fastDecoder is used by one goroutine at a
+// time; it is pooled between requests (see decodeFast) and holds no
+// reference to a body after release.
+
+// Bounds past which the scanner gives up rather than decide.
+const (
+	// fastMaxDepth is below strictjson.MaxDepth (64), so the reference
+	// parser's depth error can never be skipped over here.
+	fastMaxDepth = 48
+	// fastMaxMembers bounds the linear duplicate scan per object; it
+	// equals MaxAttributes, the largest object a valid request needs.
+	fastMaxMembers = MaxAttributes
+)
+
+// fastDecoder is the scanner state plus the pooled scratch the schema half
+// fills. Invariant between calls to decodeFast: d and s are nil and every
+// scratch slice holds no strings (so a pooled decoder pins no body).
+type fastDecoder struct {
+	d     []byte
+	s     string // string(d): every escape-free string is a substring of it
+	pos   int
+	depth int
+	// keys is a stack of the member names of the objects being read, one
+	// window per open object, for duplicate detection by linear scan.
+	keys []string
+
+	cands []fastCandidate // candidates in wire order
+	ports []int           // every candidate's ports, window per candidate
+	attrs []Attribute     // every attributes object, window per object
+	ids   map[string]int32
+}
+
+// ws skips JSON whitespace (the same four bytes strictjson skips).
+func (f *fastDecoder) ws() {
+	for f.pos < len(f.d) {
+		switch f.d[f.pos] {
+		case ' ', '\t', '\n', '\r':
+			f.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-whitespace byte (0 at the end of input).
+func (f *fastDecoder) peek() byte {
+	f.ws()
+	if f.pos < len(f.d) {
+		return f.d[f.pos]
+	}
+	return 0
+}
+
+// open consumes c ('{' or '[') and enters one nesting level. The caller
+// must have checked that c is next.
+func (f *fastDecoder) open() bool {
+	f.pos++
+	f.depth++
+	return f.depth <= fastMaxDepth
+}
+
+// member advances inside the object whose names start at keys[base]. first
+// is true right after '{'. It returns more=false after consuming '}', or
+// the next member's name with its ':' consumed. Duplicate names, escaped
+// names and objects of more than fastMaxMembers members give up.
+func (f *fastDecoder) member(base int, first bool) (key string, more, ok bool) {
+	c := f.peek()
+	if c == '}' { // also closes an empty object: '{' '}'
+		f.pos++
+		f.depth--
+		f.keys = f.keys[:base]
+		return "", false, true
+	}
+	if !first {
+		if c != ',' {
+			return "", false, false
+		}
+		f.pos++
+		c = f.peek()
+	}
+	if c != '"' || len(f.keys)-base >= fastMaxMembers {
+		return "", false, false
+	}
+	key, ok = f.plainString()
+	if !ok {
+		return "", false, false
+	}
+	for _, k := range f.keys[base:] {
+		if k == key {
+			return "", false, false
+		}
+	}
+	f.keys = append(f.keys, key)
+	if f.peek() != ':' {
+		return "", false, false
+	}
+	f.pos++
+	return key, true, true
+}
+
+// elem advances inside an array; first is true right after '['. It returns
+// more=false after consuming ']'.
+func (f *fastDecoder) elem(first bool) (more, ok bool) {
+	c := f.peek()
+	if c == ']' {
+		f.pos++
+		f.depth--
+		return false, true
+	}
+	if first {
+		return true, true
+	}
+	if c != ',' {
+		return false, false
+	}
+	f.pos++
+	return true, true
+}
+
+// plainString reads a string without escapes at the opening quote and
+// returns it as a substring of s. A string with escapes gives up.
+func (f *fastDecoder) plainString() (string, bool) {
+	start := f.pos + 1
+	end, esc, ok := f.scanString()
+	if !ok || esc {
+		return "", false
+	}
+	return f.s[start:end], true
+}
+
+// str reads any string at the opening quote (the caller checked for '"').
+// Escape-free strings are substrings of s; others are unescaped into a new
+// string.
+func (f *fastDecoder) str() (string, bool) {
+	start := f.pos + 1
+	end, esc, ok := f.scanString()
+	if !ok {
+		return "", false
+	}
+	if !esc {
+		return f.s[start:end], true
+	}
+	return unescape(f.d[start:end])
+}
+
+// scanString validates the string at the opening quote and moves past its
+// closing quote; end is the offset of the closing quote, esc reports a
+// backslash. The rules are strictjson's: no raw control characters, valid
+// UTF-8 only, and escapes checked by unescape when esc is set.
+func (f *fastDecoder) scanString() (end int, esc, ok bool) {
+	d := f.d
+	i := f.pos + 1
+	for {
+		for i < len(d) && plainASCII[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return 0, false, false
+		}
+		switch c := d[i]; {
+		case c == '"':
+			f.pos = i + 1
+			return i, esc, true
+		case c == '\\':
+			// Skip the escaped byte so an escaped quote does not end the
+			// string; unescape validates the escape itself.
+			esc = true
+			i += 2
+		case c < 0x20:
+			return 0, false, false
+		default: // c >= 0x80
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, false, false
+			}
+			i += size
+		}
+	}
+}
+
+// plainASCII marks bytes a string may hold verbatim with no further check:
+// printable ASCII other than '"' and '\\'.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// unescape decodes the body of a string that contains escapes (raw bytes
+// were validated by scanString). Unknown escapes, malformed or truncated
+// \u escapes and unpaired surrogates give up, as strictjson rejects them.
+func unescape(b []byte) (string, bool) {
+	buf := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c != '\\' {
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", false
+		}
+		e := b[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(b, i)
+			if !ok {
+				return "", false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if r >= 0xdc00 || i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
+					return "", false
+				}
+				r2, ok := hex4(b, i+2)
+				if !ok {
+					return "", false
+				}
+				i += 6
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return "", false
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", false
+		}
+	}
+	return string(buf), true
+}
+
+// hex4 decodes four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// number skips whitespace, then scans an RFC 8259 number (the grammar strictjson
+// applies) and returns its literal's bounds in s. A leading zero ends the
+// integer part, so "01" scans as "0" and the stray "1" then fails the
+// caller's separator check, as in strictjson.
+func (f *fastDecoder) number() (start, end int, ok bool) {
+	f.ws()
+	d := f.d
+	start = f.pos
+	i := f.pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, 0, false
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return 0, 0, false
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return 0, 0, false
+		}
+	}
+	f.pos = i
+	return start, i, true
+}
+
+// uint reads a number that must be written as plain decimal digits of at
+// most maxDigits (no sign, fraction or exponent) and returns its value.
+// Other spellings of integers (8e3, 8000.0) give up: the reference decoder
+// accepts them, slowly.
+func (f *fastDecoder) uint(maxDigits int) (int64, bool) {
+	start, end, ok := f.number()
+	if !ok || end-start > maxDigits {
+		return 0, false
+	}
+	var x int64
+	for _, c := range f.d[start:end] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		x = x*10 + int64(c-'0')
+	}
+	return x, true
+}
+
+// skip reads and discards one value of any type (an unknown member),
+// applying every syntax rule, duplicate detection included.
+func (f *fastDecoder) skip() bool {
+	switch c := f.peek(); {
+	case c == '"':
+		_, ok := f.str()
+		return ok
+	case c == '{':
+		if !f.open() {
+			return false
+		}
+		base := len(f.keys)
+		for first := true; ; first = false {
+			_, more, ok := f.member(base, first)
+			if !ok {
+				return false
+			}
+			if !more {
+				return true
+			}
+			if !f.skip() {
+				return false
+			}
+		}
+	case c == '[':
+		if !f.open() {
+			return false
+		}
+		for first := true; ; first = false {
+			more, ok := f.elem(first)
+			if !ok {
+				return false
+			}
+			if !more {
+				return true
+			}
+			if !f.skip() {
+				return false
+			}
+		}
+	case c == 't':
+		return f.literal("true")
+	case c == 'f':
+		return f.literal("false")
+	case c == 'n':
+		return f.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		_, _, ok := f.number()
+		return ok
+	}
+	return false
+}
+
+// literal consumes word at f.pos.
+func (f *fastDecoder) literal(word string) bool {
+	if len(f.d)-f.pos < len(word) || string(f.d[f.pos:f.pos+len(word)]) != word {
+		return false
+	}
+	f.pos += len(word)
+	return true
+}
