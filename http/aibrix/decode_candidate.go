@@ -211,20 +211,35 @@ func decodePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
 // Policies use it too, so a rule can never name an attribute that no
 // request could carry.
 func ValidAttributeName(s string) bool {
-	if len(s) == 0 || len(s) > MaxAttributeNameLen {
+	if len(s) == 0 || len(s) > MaxAttributeNameLen || attrNameByte[s[0]] != attrLetter {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || c == '-'):
-		default:
+	for i := 1; i < len(s); i++ {
+		if attrNameByte[s[i]] == 0 {
 			return false
 		}
 	}
 	return true
 }
+
+// Classes of attrNameByte: 0 = not allowed, attrLetter = allowed anywhere,
+// attrOther = allowed after the first byte.
+const (
+	attrLetter = 1
+	attrOther  = 2
+)
+
+// attrNameByte classifies bytes for ValidAttributeName (one table load
+// per byte instead of a chain of range checks).
+var attrNameByte = func() (t [256]uint8) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c], t[c+'a'-'A'] = attrLetter, attrLetter
+	}
+	for _, c := range "0123456789_./-" {
+		t[c] = attrOther
+	}
+	return t
+}()
 
 // decodeAttributes decodes an attributes object into its own slice.
 func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {

@@ -63,23 +63,32 @@ func (f *fastDecoder) release() {
 	}
 }
 
-// decode is the root object: apiVersion, kind, metadata, spec, and any
-// unknown members, then nothing but whitespace.
+// decode parses body and builds a new Request.
 func (f *fastDecoder) decode(body []byte) (*Request, bool) {
+	var req Request
+	var ctx [2]int32
+	if !f.parse(body, &req, &ctx) {
+		return nil, false
+	}
+	return f.build(&req, ctx), true
+}
+
+// parse reads the root object (apiVersion, kind, metadata, spec, unknown
+// members, then nothing but whitespace) into the scratch: req receives the
+// envelope fields, *ctx the window of policyContext.attributes ({-1,-1}
+// when absent), f.cands the candidates.
+func (f *fastDecoder) parse(body []byte, req *Request, ctx *[2]int32) bool {
 	f.d, f.s, f.pos, f.depth = body, string(body), 0, 0
 	f.keys, f.cands, f.ports, f.attrs = f.keys[:0], f.cands[:0], f.ports[:0], f.attrs[:0]
-	var (
-		req                                   Request
-		haveAPI, haveKind, haveMeta, haveSpec bool
-		ctx                                   = [2]int32{-1, -1} // policyContext.attributes window
-	)
+	*ctx = [2]int32{-1, -1}
+	var haveAPI, haveKind, haveMeta, haveSpec bool
 	if f.peek() != '{' || !f.open() {
-		return nil, false
+		return false
 	}
 	for first := true; ; first = false {
 		key, more, ok := f.member(0, first)
 		if !ok {
-			return nil, false
+			return false
 		}
 		if !more {
 			break
@@ -88,36 +97,36 @@ func (f *fastDecoder) decode(body []byte) (*Request, bool) {
 		case "apiVersion":
 			s, ok := f.strValue()
 			if !ok || s != APIVersion {
-				return nil, false
+				return false
 			}
 			haveAPI = true
 		case "kind":
 			s, ok := f.strValue()
 			if !ok || s != KindRequest {
-				return nil, false
+				return false
 			}
 			haveKind = true
 		case "metadata":
-			if !f.metadata(&req) {
-				return nil, false
+			if !f.metadata(req) {
+				return false
 			}
 			haveMeta = true
 		case "spec":
-			if !f.spec(&req, &ctx) {
-				return nil, false
+			if !f.spec(req, ctx) {
+				return false
 			}
 			haveSpec = true
 		default:
 			if !f.skip() {
-				return nil, false
+				return false
 			}
 		}
 	}
 	f.ws()
 	if f.pos != len(f.d) || !haveAPI || !haveKind || !haveMeta || !haveSpec {
-		return nil, false
+		return false
 	}
-	return f.build(&req, ctx), true
+	return true
 }
 
 // strValue reads a value that must be a string.
@@ -310,6 +319,13 @@ func (f *fastDecoder) candidates() bool {
 	return true
 }
 
+// candidateKeys and metricsKeys are the member names knownMember matches
+// in candidate and metrics objects; the switch cases below use the indices.
+var (
+	candidateKeys = []string{"id", "ports", "attributes", "metrics"}
+	metricsKeys   = []string{"runningRequests", "engineUtilization", "kvCacheUsage"}
+)
+
 // candidate reads one candidate object and appends it to f.cands.
 func (f *fastDecoder) candidate() bool {
 	if f.peek() != '{' || !f.open() {
@@ -317,32 +333,31 @@ func (f *fastDecoder) candidate() bool {
 	}
 	base := len(f.keys)
 	c := fastCandidate{a0: -1}
-	var haveID, havePorts bool
+	var seen uint32
 	for first := true; ; first = false {
-		key, more, ok := f.member(base, first)
+		idx, more, ok := f.knownMember(base, first, candidateKeys, &seen)
 		if !ok {
 			return false
 		}
 		if !more {
 			break
 		}
-		switch key {
-		case "id":
+		switch idx {
+		case 0: // id
 			s, ok := f.strValue()
 			if !ok || !validCandidateID(s) {
 				return false
 			}
-			c.id, haveID = s, true
-		case "ports":
+			c.id = s
+		case 1: // ports
 			if c.p0, c.p1, ok = f.portList(); !ok {
 				return false
 			}
-			havePorts = true
-		case "attributes":
+		case 2: // attributes
 			if c.a0, c.a1, ok = f.attributes(); !ok {
 				return false
 			}
-		case "metrics":
+		case 3: // metrics
 			if !f.metrics(&c.metrics) {
 				return false
 			}
@@ -352,7 +367,7 @@ func (f *fastDecoder) candidate() bool {
 			}
 		}
 	}
-	if !haveID || !havePorts {
+	if seen&3 != 3 { // id and ports are required
 		return false
 	}
 	f.cands = append(f.cands, c)
@@ -411,26 +426,27 @@ func (f *fastDecoder) metrics(m *Metrics) bool {
 		return false
 	}
 	base := len(f.keys)
+	var seen uint32
 	for first := true; ; first = false {
-		key, more, ok := f.member(base, first)
+		idx, more, ok := f.knownMember(base, first, metricsKeys, &seen)
 		if !ok {
 			return false
 		}
 		if !more {
 			return true
 		}
-		switch key {
-		case "runningRequests":
+		switch idx {
+		case 0: // runningRequests
 			if m.RunningRequests, ok = f.uint(15); !ok {
 				return false
 			}
 			m.HasRunningRequests = true
-		case "engineUtilization":
+		case 1: // engineUtilization
 			if m.EngineUtilization, ok = f.ratio(); !ok {
 				return false
 			}
 			m.HasEngineUtilization = true
-		case "kvCacheUsage":
+		case 2: // kvCacheUsage
 			if m.KVCacheUsage, ok = f.ratio(); !ok {
 				return false
 			}
@@ -444,27 +460,53 @@ func (f *fastDecoder) metrics(m *Metrics) bool {
 }
 
 // ratio reads a number in [0,1]. strconv.ParseFloat reports overflow as
-// an error, so ±Inf never passes.
+// an error, so ±Inf never passes; exactDecimal handles the common short
+// literals with the same, correctly rounded, result.
 func (f *fastDecoder) ratio() (float64, bool) {
 	f.ws()
 	start, end, ok := f.number()
 	if !ok {
 		return 0, false
 	}
-	x, err := strconv.ParseFloat(f.s[start:end], 64)
-	if err != nil || x < 0 || x > 1 {
+	x, ok := exactDecimal(f.d[start:end])
+	if !ok {
+		var err error
+		if x, err = strconv.ParseFloat(f.s[start:end], 64); err != nil {
+			return 0, false
+		}
+	}
+	if x < 0 || x > 1 {
 		return 0, false
 	}
 	return x, true
 }
 
-// build turns the scratch into the Request: one array for candidates, one
-// for ports, one for attributes, each candidate holding full-capacity-
+// build turns the scratch into a new Request: one array for candidates,
+// one for ports, one for attributes, each candidate holding full-capacity-
 // limited windows (len == cap) so appending to one can never overwrite
 // another's.
 func (f *fastDecoder) build(req *Request, ctx [2]int32) *Request {
-	ports := slices.Clone(f.ports)
-	attrs := slices.Clone(f.attrs)
+	out := new(Request)
+	f.buildInto(out, req, ctx, nil)
+	return out
+}
+
+// buildInto is build writing into out, reusing the arrays of out and of
+// st when st is non-nil (a handler's pooled Request; see requestSlot).
+func (f *fastDecoder) buildInto(out *Request, req *Request, ctx [2]int32, st *requestSlot) {
+	var ports []int
+	var attrs Attributes
+	var cands []Candidate
+	if st != nil {
+		ports = append(st.ports[:0], f.ports...)
+		attrs = append(st.attrs[:0], f.attrs...)
+		cands = slices.Grow(st.cands[:0], len(f.cands))[:len(f.cands)]
+		st.ports, st.attrs, st.cands = ports, attrs, cands
+	} else {
+		ports = slices.Clone(f.ports)
+		attrs = slices.Clone(f.attrs)
+		cands = make([]Candidate, len(f.cands))
+	}
 	window := func(a0, a1 int32) Attributes {
 		switch {
 		case a0 < 0:
@@ -474,12 +516,84 @@ func (f *fastDecoder) build(req *Request, ctx [2]int32) *Request {
 		}
 		return attrs[a0:a1:a1]
 	}
-	out := &Request{RequestID: req.RequestID, Model: req.Model, PolicyMode: req.PolicyMode,
-		PolicyContext: window(ctx[0], ctx[1]), Candidates: make([]Candidate, len(f.cands))}
+	*out = Request{RequestID: req.RequestID, Model: req.Model, PolicyMode: req.PolicyMode,
+		PolicyContext: window(ctx[0], ctx[1]), Candidates: cands}
 	for i := range f.cands {
 		fc := &f.cands[i]
-		out.Candidates[i] = Candidate{ID: fc.id, Ports: ports[fc.p0:fc.p1:fc.p1],
+		cands[i] = Candidate{ID: fc.id, Ports: ports[fc.p0:fc.p1:fc.p1],
 			Attributes: window(fc.a0, fc.a1), Metrics: fc.metrics}
 	}
-	return out
+}
+
+// requestSlot is a Request whose arrays a Handler reuses from one exchange
+// to the next (requests are garbage as soon as the answer is written, and
+// their arrays are most of what decoding allocates). Owned by one
+// exchange at a time; release clears every string so a pooled slot pins
+// no body.
+type requestSlot struct {
+	req   Request
+	cands []Candidate
+	ports []int
+	attrs Attributes
+}
+
+// decode decodes body into the slot when the single-pass decoder accepts
+// it, and otherwise returns DecodeRequest's fresh Request or error. The
+// result is valid until release.
+func (st *requestSlot) decode(body []byte) (*Request, error) {
+	f := fastPool.Get().(*fastDecoder)
+	var req Request
+	var ctx [2]int32
+	ok := f.parse(body, &req, &ctx)
+	if ok {
+		f.buildInto(&st.req, &req, ctx, st)
+	}
+	f.release()
+	fastPool.Put(f)
+	if ok {
+		return &st.req, nil
+	}
+	return decodeTree(body)
+}
+
+// release forgets the last request's strings; oversized arrays are
+// dropped so one huge request cannot pin memory in the pool.
+func (st *requestSlot) release() {
+	clear(st.cands)
+	clear(st.attrs)
+	st.req = Request{}
+	if cap(st.cands) > fastMaxPooled || cap(st.attrs) > 4*fastMaxPooled || cap(st.ports) > 4*fastMaxPooled {
+		*st = requestSlot{}
+	}
+}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// exactDecimal converts a literal of the form digits[.digits] with at most
+// 15 digits in all. The mantissa (< 10^15 < 2^53) and 10^k (k ≤ 15) are
+// exact float64 values and IEEE division rounds correctly, so the result
+// is the correctly rounded value, identical to strconv.ParseFloat's (the
+// fast path of Clinger's algorithm). Other literals report ok=false.
+func exactDecimal(lit []byte) (float64, bool) {
+	var m uint64
+	digits, frac, dot := 0, 0, false
+	for _, c := range lit {
+		switch {
+		case c >= '0' && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || digits > 15 {
+		return 0, false
+	}
+	return float64(m) / pow10[frac], true
 }

@@ -1,6 +1,7 @@
 package aibrix
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -81,38 +82,86 @@ func (f *fastDecoder) open() bool {
 // the next member's name with its ':' consumed. Duplicate names, escaped
 // names and objects of more than fastMaxMembers members give up.
 func (f *fastDecoder) member(base int, first bool) (key string, more, ok bool) {
+	if more, ok = f.next(first); !more || !ok {
+		f.keys = f.keys[:base] // the object ended: its names are done
+		return "", more, ok
+	}
+	key, ok = f.name(base)
+	return key, ok, ok
+}
+
+// next moves to the next member of an object: it consumes '}' (and leaves
+// the object: more=false) or, unless first, a ','; then the next byte must
+// open the member's name, which is left unread.
+func (f *fastDecoder) next(first bool) (more, ok bool) {
 	c := f.peek()
 	if c == '}' { // also closes an empty object: '{' '}'
 		f.pos++
 		f.depth--
-		f.keys = f.keys[:base]
-		return "", false, true
+		return false, true
 	}
 	if !first {
 		if c != ',' {
-			return "", false, false
+			return false, false
 		}
 		f.pos++
 		c = f.peek()
 	}
-	if c != '"' || len(f.keys)-base >= fastMaxMembers {
-		return "", false, false
+	return true, c == '"'
+}
+
+// name reads a member name (f.pos at its quote) and its ':', checking it
+// against the other names of the object in keys[base:], then records it.
+func (f *fastDecoder) name(base int) (string, bool) {
+	if len(f.keys)-base >= fastMaxMembers {
+		return "", false
 	}
-	key, ok = f.plainString()
+	key, ok := f.plainString()
 	if !ok {
-		return "", false, false
+		return "", false
 	}
 	for _, k := range f.keys[base:] {
 		if k == key {
-			return "", false, false
+			return "", false
 		}
 	}
 	f.keys = append(f.keys, key)
+	return key, f.colon()
+}
+
+// colon consumes the ':' after a member name.
+func (f *fastDecoder) colon() bool {
 	if f.peek() != ':' {
-		return "", false, false
+		return false
 	}
 	f.pos++
-	return key, true, true
+	return true
+}
+
+// knownMember is member for the objects read once per candidate, whose
+// interesting names are fixed (known, at most 32). A name spelled exactly
+// as known[i] is matched on the raw bytes without a general string scan
+// and its repetition is caught by bit i of *seen; idx is then i. Any other
+// name takes member's path (idx = -1); it cannot equal a known name,
+// because escaped names give up and unescaped ones differ in raw bytes.
+func (f *fastDecoder) knownMember(base int, first bool, known []string, seen *uint32) (idx int, more, ok bool) {
+	if more, ok = f.next(first); !more || !ok {
+		f.keys = f.keys[:base]
+		return -1, more, ok
+	}
+	for i, k := range known {
+		end := f.pos + 1 + len(k)
+		if end < len(f.d) && f.d[end] == '"' && string(f.d[f.pos+1:end]) == k {
+			if *seen&(1<<i) != 0 {
+				return -1, false, false
+			}
+			*seen |= 1 << i
+			f.pos = end + 1
+			return i, true, f.colon()
+		}
+	}
+	_, ok = f.name(base)
+	return -1, ok, ok
 }
 
 // elem advances inside an array; first is true right after '['. It returns
@@ -168,6 +217,10 @@ func (f *fastDecoder) scanString() (end int, esc, ok bool) {
 	d := f.d
 	i := f.pos + 1
 	for {
+		// Eight bytes at a time while none needs a look, then byte by byte.
+		for i+8 <= len(d) && !hasSpecialByte(binary.LittleEndian.Uint64(d[i:])) {
+			i += 8
+		}
 		for i < len(d) && plainASCII[d[i]] {
 			i++
 		}
@@ -193,6 +246,18 @@ func (f *fastDecoder) scanString() (end int, esc, ok bool) {
 			i += size
 		}
 	}
+}
+
+// hasSpecialByte reports whether any byte of w (eight string bytes) is
+// not plainASCII: below 0x20, '"', '\\' or at least 0x80. It uses the
+// classic "has a zero/less-than byte" bit tricks, which can report a false
+// positive only above a true one, never a false negative; a positive just
+// sends the scan to the exact byte loop.
+func hasSpecialByte(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (lo * '"')
+	b := w ^ (lo * '\\')
+	return ((w-lo*0x20)&^w|(q-lo)&^q|(b-lo)&^b|w)&hi != 0
 }
 
 // plainASCII marks bytes a string may hold verbatim with no further check:

@@ -1,9 +1,13 @@
 package aibrix
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -257,4 +261,116 @@ func FuzzDecodeFastMatchesTree(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFastAgainstTree(t, body)
 	})
+}
+
+// TestHasSpecialByteMatchesTable compares the eight-byte check with the
+// byte table on every byte value at every position, over random filler.
+func TestHasSpecialByteMatchesTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	naive := func(b []byte) bool {
+		for _, c := range b {
+			if !plainASCII[c] {
+				return true
+			}
+		}
+		return false
+	}
+	var b [8]byte
+	for it := 0; it < 2000; it++ {
+		for i := range b {
+			b[i] = byte(0x20 + r.IntN(0x60)) // printable filler
+		}
+		if r.IntN(4) == 0 {
+			b[r.IntN(8)] = byte(r.IntN(256))
+		}
+		for pos := 0; pos < 8; pos++ {
+			for c := 0; c < 256; c += 1 + r.IntN(7) {
+				w := b
+				w[pos] = byte(c)
+				if got, want := hasSpecialByte(binary.LittleEndian.Uint64(w[:])), naive(w[:]); got != want {
+					t.Fatalf("hasSpecialByte(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestExactDecimalMatchesParseFloat checks the short-literal float path
+// against strconv.ParseFloat bit for bit.
+func TestExactDecimalMatchesParseFloat(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	lits := []string{"0", "1", "0.5", "0.1", "0.3", "1.0", "0.123456789012345", "999999999999999", "0.000000000000001", "00.5"}
+	for i := 0; i < 20000; i++ {
+		digits := 1 + r.IntN(15)
+		s := []byte(fmt.Sprint(r.Uint64N(1 << 62)))
+		s = s[:min(len(s), digits)]
+		if r.IntN(2) == 0 && len(s) > 1 {
+			at := 1 + r.IntN(len(s)-1)
+			s = append(s[:at], append([]byte{'.'}, s[at:]...)...)
+		}
+		lits = append(lits, string(s))
+	}
+	for _, lit := range append(lits, "1e2", "-1", "0.1234567890123456", "1.", ".5", "1.2.3", "") {
+		got, ok := exactDecimal([]byte(lit))
+		want, err := strconv.ParseFloat(lit, 64)
+		if !ok {
+			continue
+		}
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactDecimal(%q) = %v, ParseFloat = %v, %v", lit, got, want, err)
+		}
+	}
+	if _, ok := exactDecimal([]byte("0.1234567890123456")); ok {
+		t.Fatal("16 digits must fall back to ParseFloat")
+	}
+}
+
+// TestValidAttributeNameMatchesPattern compares the table-driven check
+// with the contract's regular expression on random names.
+func TestValidAttributeNameMatchesPattern(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_./-]{0,127}$`)
+	r := rand.New(rand.NewPCG(7, 8))
+	names := []string{"", "a", "1a", "a1", "topology.kubernetes.io/zone", "a:b", "é", strings.Repeat("a", 128), strings.Repeat("a", 129)}
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, r.IntN(12))
+		const alphabet = "aZ09_./-:é \x00\xff"
+		for j := range b {
+			b[j] = alphabet[r.IntN(len(alphabet))]
+		}
+		names = append(names, string(b))
+	}
+	for _, n := range names {
+		if got, want := ValidAttributeName(n), re.MatchString(n); got != want {
+			t.Fatalf("ValidAttributeName(%q) = %v, pattern says %v", n, got, want)
+		}
+	}
+}
+
+// TestRequestSlotReuse decodes a sequence of random (often invalid) bodies
+// through one reused slot, as the Handler does, and checks each result
+// against DecodeRequest: equal Request, or the identical error.
+func TestRequestSlotReuse(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var slot requestSlot
+	for it := 0; it < 1000; it++ {
+		body := AppendRequest(nil, randomRequest(r))
+		if r.IntN(3) == 0 {
+			body = mutate(r, body)
+		}
+		want, wantErr := DecodeRequest(body)
+		got, err := slot.decode(body)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("slot err %v, DecodeRequest err %v\n%s", err, wantErr, body)
+		}
+		if err == nil {
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("slot decoded\n%+v\nDecodeRequest\n%+v", got, want)
+			}
+			checkWindows(t, got)
+		}
+		slot.release()
+		if slot.req.RequestID != "" || (len(slot.cands) > 0 && slot.cands[0].ID != "") {
+			t.Fatal("release left strings in the slot")
+		}
+	}
 }

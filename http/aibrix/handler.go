@@ -57,6 +57,7 @@ type Handler struct {
 	backend  Backend
 	log      *slog.Logger
 	bufs     sync.Pool // *[]byte request bodies and response encodings
+	slots    sync.Pool // *requestSlot: decoded requests' reusable arrays
 }
 
 // NewHandler validates cfg and returns a Handler. backend may be nil (no
@@ -186,7 +187,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p)
 		return
 	}
-	req, err := DecodeRequest(body)
+	slot, _ := h.slots.Get().(*requestSlot)
+	if slot == nil {
+		slot = new(requestSlot)
+	}
+	// The slot's arrays back req until the answer is encoded; resp keeps
+	// only strings, which do not alias them.
+	defer func() { slot.release(); h.slots.Put(slot) }()
+	req, err := slot.decode(body)
 	if err != nil {
 		p := problemFromDecode(err)
 		h.fail(w, r, &p)
@@ -234,7 +242,11 @@ func (h *Handler) decide(req *Request) (Response, error) {
 	}
 	d := Evaluate(req, h.policy, h.backend, sticky)
 	if d.BindSession && h.sessions != nil {
-		h.sessions.Bind(key, Binding{CandidateID: d.Target.ID, Port: d.Target.Port}, h.ttl, now)
+		// Decoded strings share one copy of the whole body; the store
+		// keeps its own copies so a binding does not pin that body for
+		// the session's lifetime.
+		key = SessionKey{Model: strings.Clone(key.Model), Value: strings.Clone(key.Value)}
+		h.sessions.Bind(key, Binding{CandidateID: strings.Clone(d.Target.ID), Port: d.Target.Port}, h.ttl, now)
 	}
 	id, err := NewDecisionID(h.rand)
 	if err != nil {
