@@ -374,3 +374,29 @@ func TestRequestSlotReuse(t *testing.T) {
 		}
 	}
 }
+
+// staticBackend answers every candidate with the same preallocated ranks,
+// as a Backend that reuses its buffers does.
+type staticBackend struct{ ranks []RankLoad }
+
+func (b staticBackend) CandidateLoad(string, string) ([]RankLoad, bool) { return b.ranks, true }
+
+// TestEvaluateAllocatesNothing pins that Evaluate itself allocates nothing
+// per decision (so nothing per candidate) for policies of up to 16 rules
+// of a kind; allocations seen in BenchmarkDecodeEvaluate come from its
+// Backend stand-in, which builds a new slice per call.
+func TestEvaluateAllocatesNothing(t *testing.T) {
+	pol := mustPolicy(t, benchPolicy+"sessionKey: sessionId\n")
+	req := benchRequest(128)
+	var be Backend = staticBackend{ranks: []RankLoad{{Rank: 0, ActiveRequests: 2}, {Rank: 1, ActiveDecodeBlocks: 64}}}
+	sticky := &Binding{CandidateID: "ml/qwen2-7b-0127", Port: 8001}
+	for _, b := range []*Binding{nil, sticky} {
+		if n := testing.AllocsPerRun(100, func() {
+			if d := Evaluate(req, pol, be, b); d.Decision != Selected {
+				t.Fatal(d)
+			}
+		}); n != 0 {
+			t.Fatalf("Evaluate (sticky=%v) allocates %.1f times per decision", b != nil, n)
+		}
+	}
+}
