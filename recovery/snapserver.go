@@ -122,7 +122,40 @@ func (s *SnapshotServer) Handle(req []byte) ([]byte, error) {
 	hi := min(lo+snap.chunk, len(snap.data))
 	rep := chunkReply{status: statusOK, format: formatDumpV1, id: r.id, seq: r.seq, total: snap.total,
 		size: uint64(len(snap.data)), sum: snap.sum, body: snap.data[lo:hi]}
-	return rep.encode(), nil
+	out := rep.encode()
+	if r.seq == snap.total-1 {
+		// The transfer is complete: keep the snapshot only briefly, for a retried last chunk.
+		s.expireSoon(r.id, lastChunkGrace)
+	}
+	return out, nil
+}
+
+// lastChunkGrace is how long a snapshot outlives the reply of its last chunk.
+const lastChunkGrace = 2 * time.Second
+
+// expireSoon shortens a snapshot's life to d and makes sure it is released then, even if no
+// further snapshot request ever arrives (a served snapshot can be hundreds of MB).
+func (s *SnapshotServer) expireSoon(id snapID, d time.Duration) {
+	s.mu.Lock()
+	if snap := s.snaps[id]; snap != nil {
+		if at := s.opts.Clock().Add(d); at.Before(snap.expires) {
+			snap.expires = at
+		}
+	}
+	s.mu.Unlock()
+	time.AfterFunc(d+10*time.Millisecond, s.sweep)
+}
+
+// sweep releases expired snapshots.
+func (s *SnapshotServer) sweep() {
+	now := s.opts.Clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.snaps {
+		if now.After(v.expires) {
+			delete(s.snaps, k)
+		}
+	}
 }
 
 // lookup returns a live snapshot and refreshes its TTL.
@@ -136,6 +169,7 @@ func (s *SnapshotServer) lookup(id snapID) *snapshot {
 		return nil
 	}
 	snap.expires = now.Add(s.opts.TTL)
+	time.AfterFunc(s.opts.TTL+10*time.Millisecond, s.sweep) // release it if the transfer stalls here
 	return snap
 }
 
@@ -175,6 +209,8 @@ func (s *SnapshotServer) create(chunk int) (snapID, *snapshot, error) {
 	snap.expires = s.opts.Clock().Add(s.opts.TTL)
 	s.snaps[id] = snap
 	s.mu.Unlock()
+	// An abandoned transfer is released when its TTL runs out, not at the next request.
+	time.AfterFunc(s.opts.TTL+10*time.Millisecond, s.sweep)
 	s.log.Info("encoded index snapshot", "bytes", len(snap.data), "chunks", n, "chunk_bytes", chunk,
 		"encode", time.Since(start).String())
 	return id, snap, nil

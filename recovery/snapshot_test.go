@@ -283,3 +283,32 @@ func TestSnapshotEmpty(t *testing.T) {
 		t.Fatalf("empty dump: %+v %v", res, err)
 	}
 }
+
+// TestSnapshotReleasedAfterTransfer: a fully served snapshot is released shortly after its last
+// chunk even if no further request ever comes (found in review: a served snapshot stayed in
+// memory until the next snapshot request, possibly forever).
+func TestSnapshotReleasedAfterTransfer(t *testing.T) {
+	now := time.Unix(1000, 0)
+	srv := NewSnapshotServer(staticSource(make([]byte, 5000)), ServerOptions{TTL: time.Hour, Clock: func() time.Time { return now }})
+	var id snapID
+	for seq := uint32(0); seq < 3; seq++ {
+		b, err := srv.Handle((&chunkRequest{id: id, seq: seq, maxChunk: 2048}).encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeReply(b)
+		if err != nil || r.status != statusOK {
+			t.Fatalf("chunk %d: %+v %v", seq, r, err)
+		}
+		id = r.id
+	}
+	srv.sweep()
+	if srv.Held() != 1 {
+		t.Fatal("released before the grace period for a retried last chunk")
+	}
+	now = now.Add(lastChunkGrace + time.Second)
+	srv.sweep() // what the timer armed by the last chunk does
+	if srv.Held() != 0 {
+		t.Fatalf("%d snapshots still held after the transfer completed", srv.Held())
+	}
+}
