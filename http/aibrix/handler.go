@@ -334,7 +334,9 @@ func checkRequestIDHeader(hd http.Header, id string) *Problem {
 	case len(vals) > 1:
 		return &Problem{Type: ProblemRequestIDHeader, Title: "Repeated X-Request-Id header", Status: http.StatusBadRequest,
 			Detail: "X-Request-Id must appear exactly once", Field: "metadata.requestId"}
-	case vals[0] != id:
+	case vals[0] != id && vals[0] != strings.Trim(id, " \t"):
+		// net/http trims spaces and tabs around header values, so a request id that begins or
+		// ends with them arrives trimmed in the header; the body's copy is authoritative.
 		return &Problem{Type: ProblemRequestIDHeader, Title: "X-Request-Id mismatch", Status: http.StatusBadRequest,
 			Detail: "X-Request-Id " + strconv.Quote(vals[0]) + " differs from metadata.requestId " + strconv.Quote(id), Field: "metadata.requestId"}
 	}

@@ -105,6 +105,11 @@ type DenyRule struct {
 	Reason string `yaml:"reason"`
 }
 
+// MaxWeight bounds every policy weight, so that no sum of weighted terms can overflow to ±Inf
+// (whose differences are NaN and would make the choice depend on the candidates' wire order).
+// 1e9 running requests is far beyond any meaningful preference.
+const MaxWeight = 1e9
+
 // LoadWeights weigh the load terms of the cost function. All must be
 // finite and >= 0. The all-zero value means "unset" and is replaced by
 // [DefaultLoadWeights] (so a Policy built in code stays load-aware); to make
@@ -264,8 +269,8 @@ func (p *Policy) Validate() error {
 		if err := checkMatch(f, r.Scope, r.Attribute, r.Values); err != nil {
 			return err
 		}
-		if r.Weight == 0 || math.IsNaN(r.Weight) || math.IsInf(r.Weight, 0) {
-			return policyErr(f+".weight", "must be a finite non-zero number, got %v", r.Weight)
+		if r.Weight == 0 || math.IsNaN(r.Weight) || math.Abs(r.Weight) > MaxWeight {
+			return policyErr(f+".weight", "must be a non-zero number with magnitude at most %g, got %v", float64(MaxWeight), r.Weight)
 		}
 	}
 	for i, r := range p.Deny {
@@ -289,8 +294,8 @@ func (p *Policy) Validate() error {
 		{"engineUtilization", w.EngineUtilization}, {"prefillTokens", w.PrefillTokens},
 		{"decodeBlocks", w.DecodeBlocks},
 	} {
-		if t.v < 0 || math.IsNaN(t.v) || math.IsInf(t.v, 0) {
-			return policyErr("load."+t.name, "must be a finite number >= 0, got %v", t.v)
+		if t.v < 0 || math.IsNaN(t.v) || t.v > MaxWeight {
+			return policyErr("load."+t.name, "must be a number in [0, %g], got %v", float64(MaxWeight), t.v)
 		}
 	}
 	return nil

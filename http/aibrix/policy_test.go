@@ -2,6 +2,7 @@ package aibrix
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,36 @@ func TestLoadPolicyMissingFile(t *testing.T) {
 	_, err := LoadPolicy(filepath.Join(t.TempDir(), "nope.yaml"))
 	if !errors.Is(err, ErrInvalidPolicy) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPolicyWeightsBounded: weights beyond MaxWeight are refused, because sums of such terms can
+// overflow to ±Inf and their differences to NaN, which would make the choice depend on the
+// candidates' wire order (found in review).
+func TestPolicyWeightsBounded(t *testing.T) {
+	for _, doc := range []string{
+		"preferences:\n  - name: p\n    attribute: zone\n    values: a\n    weight: 1e308\n",
+		"preferences:\n  - name: p\n    attribute: zone\n    values: a\n    weight: -2e9\n",
+		"load:\n  requests: 1e12\n",
+	} {
+		if _, err := ParsePolicy([]byte(doc)); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("policy %q: err %v, want ErrInvalidPolicy", doc, err)
+		}
+	}
+	if _, err := ParsePolicy([]byte("preferences:\n  - name: p\n    attribute: zone\n    values: a\n    weight: 1e9\n")); err != nil {
+		t.Fatalf("a weight of MaxWeight refused: %v", err)
+	}
+}
+
+// TestRequestIDHeaderTrimmed: net/http trims spaces around header values, so a schema-valid
+// request id ending in a space must still match its (trimmed) X-Request-Id header.
+func TestRequestIDHeaderTrimmed(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-Request-Id", "req-1")
+	if p := checkRequestIDHeader(h, "req-1 "); p != nil {
+		t.Fatalf("trimmed header refused: %+v", p)
+	}
+	if p := checkRequestIDHeader(h, "req-2"); p == nil {
+		t.Fatal("a different id accepted")
 	}
 }
