@@ -70,13 +70,25 @@ func (c *prefixCache) pin(blocks []uint64) {
 }
 
 // insert caches blocks[from:] (blocks[:from] are cached and pinned by the caller), pinned, and
-// publishes the newly stored run; it evicts unpinned blocks beyond capacity.
+// publishes each contiguous run of newly stored blocks as one stored event whose parent is the
+// block before the run (a block computed meanwhile by another request splits runs); it evicts
+// unpinned blocks beyond capacity.
 func (c *prefixCache) insert(worker int, blocks []uint64, from int, evicted *[]uint64) {
-	var fresh []uint64
-	start := -1
+	start := -1 // first index of the current run of fresh blocks
+	flush := func(end int) {
+		if start >= 0 && c.sink != nil {
+			var parent uint64
+			if start > 0 {
+				parent = blocks[start-1]
+			}
+			c.sink.stored(worker, parent, start > 0, blocks[start:end])
+		}
+		start = -1
+	}
 	for i := from; i < len(blocks); i++ {
 		b := blocks[i]
 		if e, ok := c.entries[b]; ok { // computed concurrently by another request
+			flush(i)
 			if e.refs == 0 {
 				c.unlink(e)
 				c.pinned++
@@ -89,15 +101,8 @@ func (c *prefixCache) insert(worker int, blocks []uint64, from int, evicted *[]u
 		}
 		c.entries[b] = &cacheEntry{id: b, refs: 1}
 		c.pinned++
-		fresh = append(fresh, b)
 	}
-	if len(fresh) > 0 && c.sink != nil {
-		var parent uint64
-		if start > 0 {
-			parent = blocks[start-1]
-		}
-		c.sink.stored(worker, parent, start > 0, fresh)
-	}
+	flush(len(blocks))
 	*evicted = (*evicted)[:0]
 	for len(c.entries) > c.capacity && c.head.next != &c.head {
 		e := c.head.next

@@ -26,6 +26,8 @@ func tracePath(t *testing.T, name string) string {
 // TTFT tail than least-loaded (a load-blind policy fails this).
 func qualityGate(res, roundRobin, leastLoaded Result) (ok bool, why string) {
 	switch {
+	case res.Rejected > 0:
+		return false, "rejected requests (a router that sheds load would look faster than it is)"
 	case res.HitRate < roundRobin.HitRate+0.10:
 		return false, "hit rate not ≥ round-robin + 10 points"
 	case res.TTFTP99 > 0.8*leastLoaded.TTFTP99:
