@@ -79,7 +79,11 @@ func FetchHTTP(ctx context.Context, peers []string, sink StagingSink, opts HTTPO
 			break
 		}
 	}
-	return Result{Source: "http"}, fmt.Errorf("%w: %w", ErrNoPeer, errors.Join(errs...))
+	res := Result{Source: "http", Duration: time.Since(start), Attempts: len(errs)}
+	if len(errs) == 0 {
+		return res, fmt.Errorf("%w: no HTTP peers configured", ErrNoPeer)
+	}
+	return res, fmt.Errorf("%w: %w", ErrNoPeer, errors.Join(errs...))
 }
 
 // DumpURL returns the /dump URL of a peer base URL.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -44,7 +45,14 @@ func (p *publisher) serveReplay(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			continue // a peer went away mid-message; keep serving
+			// A peer went away mid-message; keep serving, but never spin on a socket that
+			// keeps failing.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
 		}
 		if msg.Type != zmq4.UsrMsg {
 			continue
