@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/core/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/walkthrough.md from the service's current answers")
@@ -118,7 +120,8 @@ func TestWalkthrough(t *testing.T) {
 // renderWalkthrough runs every step against a fresh seeded service and returns the document.
 func renderWalkthrough(t *testing.T) []byte {
 	t.Helper()
-	h := newHarness(t)
+	// The binary's defaults: kvselect's selection policy (engine.PolicyKVSelect).
+	h := newHarnessWith(t, setup{edit: func(c *engine.Config) { c.Policy = engine.PolicyKVSelect }})
 	var doc bytes.Buffer
 	doc.WriteString(`# kvselect walk-through: three workers
 
