@@ -28,6 +28,12 @@ type Result struct {
 	Rejected  int     `json:"rejected"`
 	IdealHit  float64 `json:"ideal_hit_rate"`
 	MakespanS float64 `json:"makespan_s"`
+
+	// AvailHit is the token hit rate the run would have had if every prefill had used the longest
+	// prefix cached on any worker when it started: the ceiling routing could reach given the
+	// caches this run produced. AvailHit − HitRate is the reuse the policy's routing gave up
+	// (AvailHit ≥ HitRate always; equal with one worker). Unlike IdealHit it counts eviction.
+	AvailHit float64 `json:"available_hit_rate"`
 }
 
 // Policy routes requests. Implementations see the simulation through View and are told about
@@ -75,6 +81,9 @@ type reqState struct {
 	ttft      float64
 	estTokens int
 	queued    bool
+
+	// availBlocks is the longest prefix of the request cached on any worker at prefill start.
+	availBlocks int
 }
 
 // event kinds, ordered so that at equal times completions are processed before arrivals.
@@ -157,7 +166,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	}
 	view := &View{sim: s}
 	res := Result{Policy: pol.Name(), Requests: len(reqs), IdealHit: IdealHitRate(reqs)}
-	var hitTok, totalTok float64
+	var hitTok, availTok, totalTok float64
 	for s.q.Len() > 0 {
 		ev := heap.Pop(&s.q).(event)
 		s.now = ev.at
@@ -191,6 +200,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			wk.pendingTokens -= st.estTokens
 			st.ttft = s.now - st.arrival
 			hitTok += float64(min(st.hitBlocks*TraceBlockTokens, r.Input))
+			availTok += float64(min(st.availBlocks*TraceBlockTokens, r.Input))
 			totalTok += float64(r.Input)
 			pol.PrefillDone(ev.id)
 			s.push(s.now+float64(r.Output)*ITLMS(wk.cache.used()), evDecodeDone, ev.id)
@@ -206,6 +216,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	res.MakespanS = s.now / 1000
 	if totalTok > 0 {
 		res.HitRate = hitTok / totalTok
+		res.AvailHit = availTok / totalTok
 	}
 	var ttfts []float64
 	for i := range s.state {
@@ -247,6 +258,10 @@ func (s *simulation) startPrefill(w int) {
 	r := &s.reqs[id]
 	st := &s.state[id]
 	st.hitBlocks = wk.cache.prefix(r.Blocks)
+	st.availBlocks = st.hitBlocks
+	for _, o := range s.workers {
+		st.availBlocks = max(st.availBlocks, o.cache.prefix(r.Blocks))
+	}
 	wk.cache.pin(r.Blocks[:st.hitBlocks])
 	wk.busy = true
 	uncached := max(0, r.Input-st.hitBlocks*TraceBlockTokens)
