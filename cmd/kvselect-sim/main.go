@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		tw.Flush()
 		if len(results) > 0 {
 			fmt.Fprintf(stdout, "available = hit rate if every prefill had used the longest prefix cached on any worker\n")
-		fmt.Fprintf(stdout, "ideal hit rate (infinite single cache): %.1f%%; workers %d, capacity %d blocks, speedup %g\n",
+			fmt.Fprintf(stdout, "ideal hit rate (infinite single cache): %.1f%%; workers %d, capacity %d blocks, speedup %g\n",
 				100*results[0].IdealHit, *workers, *capacity, *speedup)
 		}
 	}
