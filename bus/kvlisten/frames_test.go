@@ -135,3 +135,11 @@ func FuzzValidateEndpoint(f *testing.F) {
 		}
 	})
 }
+
+func TestPublicSchemesInErrors(t *testing.T) {
+	got := publicSchemes(`zmq4: could not dial to "` + schemeTCP + `://127.0.0.1:5557": refused; ` + schemeIPC + `:///tmp/x`)
+	want := `zmq4: could not dial to "tcp://127.0.0.1:5557": refused; ipc:///tmp/x`
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,9 @@
 package kvlisten
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // Status is the coarse health of a Listener.
 type Status int
@@ -103,9 +106,17 @@ func (b *stateBox) setConnected(ok bool, err error) {
 		b.s.Connects++
 	}
 	if err != nil {
-		b.s.LastError = err.Error()
+		b.s.LastError = publicSchemes(err.Error())
 	}
 	b.mu.Unlock()
+}
+
+// publicSchemes rewrites the package's private transport schemes (see transport.go) back to the
+// tcp:// and ipc:// endpoints operators registered, so that errors shown in GET /workers name
+// what they configured.
+func publicSchemes(msg string) string {
+	msg = strings.ReplaceAll(msg, schemeTCP+"://", "tcp://")
+	return strings.ReplaceAll(msg, schemeIPC+"://", "ipc://")
 }
 
 func (b *stateBox) setGateOpen() {
