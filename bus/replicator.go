@@ -128,6 +128,7 @@ type Replicator struct {
 	subsMu          sync.Mutex
 	subs            []Subscription // guarded by subsMu
 	snapshotServing bool           // guarded by subsMu
+	snapWG          sync.WaitGroup // snapshot requests being handled (see ServeSnapshot)
 
 	st replicatorCounters
 
@@ -319,6 +320,7 @@ func (r *Replicator) Close() error {
 		}
 		cancel()
 		r.unsubscribeAll()
+		r.snapWG.Wait() // snapshot requests still being answered
 		close(r.done)
 		<-r.dispDone
 	})

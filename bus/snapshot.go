@@ -26,8 +26,15 @@ type SnapshotHandler func(req []byte) (reply []byte, err error)
 // already installed.
 var ErrSnapshotServing = errors.New("bus: snapshot handler already installed")
 
+// snapshotWorkers bounds the snapshot requests handled at once. Requests are
+// handled off the subscription's delivery goroutine, so a long first request
+// (which encodes the whole index) does not hold up the chunk requests of
+// transfers already under way.
+const snapshotWorkers = 4
+
 // ServeSnapshot installs h as this replica's snapshot responder. It can be
-// installed once; Close removes it.
+// installed once; Close removes it and waits for requests being handled. h
+// may be called concurrently (up to snapshotWorkers at once).
 func (r *Replicator) ServeSnapshot(h SnapshotHandler) error {
 	r.subsMu.Lock()
 	defer r.subsMu.Unlock()
@@ -35,18 +42,24 @@ func (r *Replicator) ServeSnapshot(h SnapshotHandler) error {
 		return ErrSnapshotServing
 	}
 	subject := r.subjects.Snapshot(r.cfg.ReplicaID)
+	sem := make(chan struct{}, snapshotWorkers)
 	sub, err := r.tr.Subscribe(subject, func(m Msg) {
 		if m.Reply == "" {
 			return // not a request
 		}
-		reply, err := h(m.Data)
-		if err != nil {
-			r.log.Warn("snapshot handler failed", "err", err)
-			return
-		}
-		if err := r.tr.Publish(m.Reply, reply); err != nil {
-			r.log.Warn("snapshot reply failed", "err", err, "bytes", len(reply))
-		}
+		sem <- struct{}{} // with every worker busy, delivery waits here
+		r.snapWG.Add(1)
+		go func() {
+			defer func() { <-sem; r.snapWG.Done() }()
+			reply, err := h(m.Data)
+			if err != nil {
+				r.log.Warn("snapshot handler failed", "err", err)
+				return
+			}
+			if err := r.tr.Publish(m.Reply, reply); err != nil {
+				r.log.Warn("snapshot reply failed", "err", err, "bytes", len(reply))
+			}
+		}()
 	})
 	if err != nil {
 		return err

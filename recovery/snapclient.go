@@ -82,28 +82,51 @@ func FetchNATS(ctx context.Context, sink StagingSink, opts NATSOptions) (Result,
 	ctx, cancel := context.WithTimeout(ctx, opts.Deadline)
 	defer cancel()
 
-	peers, err := discover(ctx, opts)
-	if err != nil {
-		return Result{Source: "nats", Duration: time.Since(start)}, err
-	}
+	// Candidates are tried as they become known: peers first, then live members. A candidate
+	// that answers "no responders" (gone, or itself still recovering) is skipped, and while the
+	// discovery window lasts, members heard later are tried too.
+	deadline := start.Add(opts.DiscoveryWait)
+	tried := map[string]bool{}
 	var errs []error
-	for i, peer := range peers {
-		st, err := fetchSnapshot(ctx, peer, sink, opts)
-		if err == nil {
-			return Result{Source: "nats", Peer: peer, Stats: st, Duration: time.Since(start), Attempts: i + 1}, nil
+	for {
+		for _, peer := range opts.Candidates() {
+			if tried[peer] {
+				continue
+			}
+			tried[peer] = true
+			st, err := fetchSnapshot(ctx, peer, sink, opts)
+			if err == nil {
+				return Result{Source: "nats", Peer: peer, Stats: st, Duration: time.Since(start), Attempts: len(errs) + 1}, nil
+			}
+			sink.Discard(err)
+			if errors.Is(err, bus.ErrNoResponders) {
+				log.Info("peer serves no snapshot (gone or still recovering)", "peer", peer)
+			} else {
+				log.Warn("snapshot recovery from peer failed; trying the next one", "peer", peer, "err", err, "bytes", st.Bytes)
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		sink.Discard(err)
-		if errors.Is(err, bus.ErrNoResponders) {
-			log.Info("peer serves no snapshot (gone or still recovering)", "peer", peer)
-		} else {
-			log.Warn("snapshot recovery from peer failed; trying the next one", "peer", peer, "err", err, "bytes", st.Bytes)
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			break
 		}
+		t := time.NewTimer(min(opts.PollInterval, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
 	}
-	return Result{Source: "nats", Duration: time.Since(start), Attempts: len(errs)}, fmt.Errorf("%w: %w", ErrNoPeer, errors.Join(errs...))
+	res := Result{Source: "nats", Duration: time.Since(start), Attempts: len(errs)}
+	if len(errs) == 0 {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("%w: %w", ErrNoPeer, err)
+		}
+		return res, fmt.Errorf("%w: no live replica to ask (alone on the bus)", ErrNoPeer)
+	}
+	return res, fmt.Errorf("%w: %w", ErrNoPeer, errors.Join(errs...))
 }
 
 func natsDefaults(o NATSOptions) NATSOptions {
@@ -123,26 +146,6 @@ func natsDefaults(o NATSOptions) NATSOptions {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
-}
-
-// discover returns the candidates, polling during DiscoveryWait while there are none.
-func discover(ctx context.Context, o NATSOptions) ([]string, error) {
-	deadline := time.Now().Add(o.DiscoveryWait)
-	for {
-		if peers := o.Candidates(); len(peers) > 0 {
-			return peers, nil
-		}
-		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("%w: no live replica to ask (alone on the bus)", ErrNoPeer)
-		}
-		t := time.NewTimer(min(o.PollInterval, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w: %w", ErrNoPeer, ctx.Err())
-		case <-t.C:
-		}
-	}
 }
 
 // fetchSnapshot pulls one peer's snapshot chunk by chunk into a parser goroutine.

@@ -49,6 +49,9 @@ type SnapshotServer struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	snaps map[snapID]*snapshot // guarded by mu
+	// creating counts snapshots being encoded (guarded by mu): with snaps it bounds memory by
+	// MaxSnapshots even when first requests arrive concurrently.
+	creating int
 }
 
 // snapshot is one encoded payload; immutable after creation except expires (guarded by mu).
@@ -183,11 +186,19 @@ func (s *SnapshotServer) create(chunk int) (snapID, *snapshot, error) {
 			delete(s.snaps, k)
 		}
 	}
-	full := len(s.snaps) >= s.opts.MaxSnapshots
+	full := len(s.snaps)+s.creating >= s.opts.MaxSnapshots
+	if !full {
+		s.creating++ // reserve the slot before encoding outside the lock
+	}
 	s.mu.Unlock()
 	if full {
 		return id, nil, fmt.Errorf("busy: %d snapshots in flight", s.opts.MaxSnapshots)
 	}
+	defer func() {
+		s.mu.Lock()
+		s.creating--
+		s.mu.Unlock()
+	}()
 	start := time.Now()
 	var buf bytes.Buffer
 	h := sha256.New()
