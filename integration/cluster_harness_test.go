@@ -89,15 +89,35 @@ func needBinaries(t *testing.T) {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// handedOut remembers every port freePort returned in this test binary: the kernel may hand a
+// just-released ephemeral port out again, and two processes given the same port collide
+// (seen: a replica's client port equal to another's route port).
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[int]bool{}
+)
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago and that no earlier call
+// in this test binary returned.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		handedOutMu.Lock()
+		fresh := !handedOut[port]
+		handedOut[port] = true
+		handedOutMu.Unlock()
+		if fresh {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no fresh port after 100 tries")
+	return 0
 }
 
 // proc is one child process. Its output goes to a file in the test's temp dir and is logged
