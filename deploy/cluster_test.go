@@ -26,13 +26,20 @@ import (
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
 	for i := range ports {
+		// All n stay bound until the end, so the kernel cannot hand the same port out twice.
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		ls = append(ls, l)
 		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
 	}
 	return ports
 }
