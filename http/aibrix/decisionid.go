@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/kvselect/kvselect/internal/jsonw"
 )
 
 // ErrDecisionID wraps failures of the decision-id entropy source.
@@ -28,7 +30,7 @@ func NewDecisionID(src io.Reader) (string, error) {
 			out[j] = '-'
 			j++
 		}
-		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&0xf]
+		out[j], out[j+1] = jsonw.Hex[c>>4], jsonw.Hex[c&0xf]
 		j += 2
 	}
 	return string(out[:]), nil

@@ -2,7 +2,8 @@ package aibrix
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/kvselect/kvselect/internal/jsonw"
 )
 
 // The encoders below write compact JSON by hand: the documents are small and
@@ -17,23 +18,23 @@ import (
 // always carries port.
 func AppendResponse(dst []byte, r *Response) []byte {
 	dst = append(dst, `{"apiVersion":"`+APIVersion+`","kind":"`+KindResponse+`","metadata":{"requestId":`...)
-	dst = appendString(dst, r.RequestID)
+	dst = jsonw.AppendString(dst, r.RequestID)
 	if r.DecisionID != "" {
 		dst = append(dst, `,"decisionId":`...)
-		dst = appendString(dst, r.DecisionID)
+		dst = jsonw.AppendString(dst, r.DecisionID)
 	}
 	dst = append(dst, `},"status":{"decision":`...)
-	dst = appendString(dst, string(r.Decision))
+	dst = jsonw.AppendString(dst, string(r.Decision))
 	if r.Decision == Selected {
 		dst = append(dst, `,"target":{"id":`...)
-		dst = appendString(dst, r.Target.ID)
+		dst = jsonw.AppendString(dst, r.Target.ID)
 		dst = append(dst, `,"port":`...)
 		dst = strconv.AppendInt(dst, int64(r.Target.Port), 10)
 		dst = append(dst, '}')
 	}
 	if r.Reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = appendString(dst, r.Reason)
+		dst = jsonw.AppendString(dst, r.Reason)
 	}
 	return append(dst, "}}"...)
 }
@@ -49,11 +50,11 @@ func AppendResponse(dst []byte, r *Response) []byte {
 // round-trips ('g' format), as Go's encoder does.
 func AppendRequest(dst []byte, r *Request) []byte {
 	dst = append(dst, `{"apiVersion":"`+APIVersion+`","kind":"`+KindRequest+`","metadata":{"requestId":`...)
-	dst = appendString(dst, r.RequestID)
+	dst = jsonw.AppendString(dst, r.RequestID)
 	dst = append(dst, `},"spec":{"model":`...)
-	dst = appendString(dst, r.Model)
+	dst = jsonw.AppendString(dst, r.Model)
 	dst = append(dst, `,"policyMode":`...)
-	dst = appendString(dst, string(r.PolicyMode))
+	dst = jsonw.AppendString(dst, string(r.PolicyMode))
 	if len(r.PolicyContext) > 0 {
 		dst = append(dst, `,"policyContext":{"attributes":`...)
 		dst = appendAttributes(dst, r.PolicyContext)
@@ -66,7 +67,7 @@ func AppendRequest(dst []byte, r *Request) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"id":`...)
-		dst = appendString(dst, c.ID)
+		dst = jsonw.AppendString(dst, c.ID)
 		dst = append(dst, `,"ports":[`...)
 		for j, p := range c.Ports {
 			if j > 0 {
@@ -116,64 +117,9 @@ func appendAttributes(dst []byte, a Attributes) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, a[i].Name)
+		dst = jsonw.AppendString(dst, a[i].Name)
 		dst = append(dst, ':')
-		dst = appendString(dst, a[i].Value)
+		dst = jsonw.AppendString(dst, a[i].Value)
 	}
 	return append(dst, '}')
-}
-
-// hexDigits renders \u escapes and decision ids in lower case.
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Control characters, '"', '\\'
-// and the HTML-sensitive '<', '>', '&' (as Go's encoder does) are escaped,
-// as are U+2028/U+2029. Invalid UTF-8 bytes are replaced by U+FFFD so the
-// output is always valid JSON; decoded requests never contain such bytes.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

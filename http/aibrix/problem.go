@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/kvselect/kvselect/internal/jsonw"
 )
 
 // Problem is an RFC 9457 Problem Details body. Type is a URN naming the
@@ -65,18 +67,18 @@ func problemFromDecode(err error) Problem {
 // title, status, detail (omitted when empty), field (omitted when empty).
 func AppendProblem(dst []byte, p *Problem) []byte {
 	dst = append(dst, `{"type":`...)
-	dst = appendString(dst, p.Type)
+	dst = jsonw.AppendString(dst, p.Type)
 	dst = append(dst, `,"title":`...)
-	dst = appendString(dst, p.Title)
+	dst = jsonw.AppendString(dst, p.Title)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(p.Status), 10)
 	if p.Detail != "" {
 		dst = append(dst, `,"detail":`...)
-		dst = appendString(dst, p.Detail)
+		dst = jsonw.AppendString(dst, p.Detail)
 	}
 	if p.Field != "" {
 		dst = append(dst, `,"field":`...)
-		dst = appendString(dst, p.Field)
+		dst = jsonw.AppendString(dst, p.Field)
 	}
 	return append(dst, '}')
 }

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/internal/jsonw"
 )
 
 // Reflection-free response encoding for the hot routes. The output is byte-identical to
@@ -64,7 +64,7 @@ func appendSelectResponse(b []byte, r *engine.SelectResponse) []byte {
 	b = append(b, '{')
 	if r.SelectionID != nil {
 		b = append(b, `"selection_id":`...)
-		b = appendJSONString(b, *r.SelectionID)
+		b = jsonw.AppendString(b, *r.SelectionID)
 		b = append(b, ',')
 	}
 	if bk := r.Booked; bk != nil {
@@ -77,15 +77,15 @@ func appendSelectResponse(b []byte, r *engine.SelectResponse) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, `"model_name":`...)
-	b = appendJSONString(b, r.ModelName)
+	b = jsonw.AppendString(b, r.ModelName)
 	b = append(b, `,"routing_group":`...)
-	b = appendJSONString(b, r.RoutingGroup)
+	b = jsonw.AppendString(b, r.RoutingGroup)
 	b = append(b, `,"worker_id":`...)
 	b = strconv.AppendUint(b, r.WorkerID, 10)
 	b = append(b, `,"dp_rank":`...)
 	b = strconv.AppendUint(b, uint64(r.DPRank), 10)
 	b = append(b, `,"endpoint":`...)
-	b = appendJSONString(b, r.Endpoint)
+	b = jsonw.AppendString(b, r.Endpoint)
 	b = append(b, `,"block_size":`...)
 	b = strconv.AppendUint(b, uint64(r.BlockSize), 10)
 	b = append(b, `,"overlap":`...)
@@ -132,17 +132,17 @@ func writeReservationResponse(w http.ResponseWriter, status int, r *core.Reserva
 // appendReservationResponse appends r's JSON encoding to b.
 func appendReservationResponse(b []byte, r *engine.ReservationResponse) []byte {
 	b = append(b, `{"selection_id":`...)
-	b = appendJSONString(b, r.SelectionID)
+	b = jsonw.AppendString(b, r.SelectionID)
 	b = append(b, `,"model_name":`...)
-	b = appendJSONString(b, r.ModelName)
+	b = jsonw.AppendString(b, r.ModelName)
 	b = append(b, `,"routing_group":`...)
-	b = appendJSONString(b, r.RoutingGroup)
+	b = jsonw.AppendString(b, r.RoutingGroup)
 	b = append(b, `,"worker_id":`...)
 	b = strconv.AppendUint(b, r.WorkerID, 10)
 	b = append(b, `,"dp_rank":`...)
 	b = strconv.AppendUint(b, uint64(r.DPRank), 10)
 	b = append(b, `,"endpoint":`...)
-	b = appendJSONString(b, r.Endpoint)
+	b = jsonw.AppendString(b, r.Endpoint)
 	return append(b, '}')
 }
 
@@ -170,7 +170,7 @@ func appendOverlap(b []byte, o *engine.OverlapSummary) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = jsonw.AppendString(b, k)
 			b = append(b, ':')
 			b = strconv.AppendUint(b, o.DP[k], 10)
 		}
@@ -186,9 +186,9 @@ func appendOverlap(b []byte, o *engine.OverlapSummary) []byte {
 // appendKVHint appends a KV hint envelope.
 func appendKVHint(b []byte, h *engine.KVHint) []byte {
 	b = append(b, `{"protocol_version":`...)
-	b = appendJSONString(b, h.ProtocolVersion)
+	b = jsonw.AppendString(b, h.ProtocolVersion)
 	b = append(b, `,"message_id":`...)
-	b = appendJSONString(b, h.MessageID)
+	b = jsonw.AppendString(b, h.MessageID)
 	b = append(b, `,"actions":`...)
 	if h.Actions == nil {
 		b = append(b, "null"...)
@@ -200,13 +200,13 @@ func appendKVHint(b []byte, h *engine.KVHint) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"action_id":`...)
-			b = appendJSONString(b, a.ActionID)
+			b = jsonw.AppendString(b, a.ActionID)
 			b = append(b, `,"action_type":`...)
-			b = appendJSONString(b, a.ActionType)
+			b = jsonw.AppendString(b, a.ActionType)
 			b = append(b, `,"action_version":`...)
-			b = appendJSONString(b, a.ActionVersion)
+			b = jsonw.AppendString(b, a.ActionVersion)
 			b = append(b, `,"payload":{"source_control_endpoint":`...)
-			b = appendJSONString(b, a.Payload.SourceControlEndpoint)
+			b = jsonw.AppendString(b, a.Payload.SourceControlEndpoint)
 			b = append(b, `,"block_hashes":`...)
 			b = appendInt64s(b, a.Payload.BlockHashes)
 			b = append(b, "}}"...)
@@ -229,59 +229,4 @@ func appendInt64s(b []byte, v []int64) []byte {
 		b = strconv.AppendInt(b, x, 10)
 	}
 	return append(b, ']')
-}
-
-// appendJSONString appends s as a JSON string literal exactly as encoding/json writes it (with
-// HTML escaping on, its default): '"' and '\\' backslash-escaped; \b \f \n \r \t by name;
-// other control bytes and < > & as \u00XX; U+2028 and U+2029 as \u202X; each byte of
-// invalid UTF-8 as \ufffd. Runs of bytes that need nothing are copied in one append.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
