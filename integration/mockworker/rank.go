@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/integration/prefixcache"
 )
 
 // RankStats is a point-in-time view of one data-parallel rank.
@@ -38,7 +39,7 @@ type rank struct {
 
 	mu          sync.Mutex
 	inc         uint64
-	cache       *blockCache
+	cache       *prefixcache.Cache
 	pub         *publisher // nil once closed
 	prefillFree float64    // model ms at which the current prefill queue drains
 	active      int
@@ -47,7 +48,7 @@ type rank struct {
 	cachedTok   uint64
 	stored      uint64
 	evicted     uint64
-	res         storeResult
+	res         prefixcache.StoreResult
 	evs         []kvevents.Event
 }
 
@@ -55,13 +56,13 @@ type rank struct {
 // one BlockRemoved with the evictions (if any), then one BlockStored per run of new blocks.
 // tokens are the request's prompt; blockSize its block size. mu must be held.
 func (r *rank) storeAndPublish(hashes []uint64, hit int, tokens []uint32, blockSize int) {
-	r.cache.store(hashes, hit, &r.res)
-	r.evicted += uint64(len(r.res.evicted))
+	r.cache.Store(hashes, hit, &r.res)
+	r.evicted += uint64(len(r.res.Evicted))
 	r.evs = r.evs[:0]
-	if len(r.res.evicted) > 0 {
-		r.evs = append(r.evs, kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: r.res.evicted})
+	if len(r.res.Evicted) > 0 {
+		r.evs = append(r.evs, kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: r.res.Evicted})
 	}
-	for _, run := range r.res.runs {
+	for _, run := range r.res.Runs {
 		a, b := run[0], run[1]
 		ev := kvevents.Event{
 			Kind:        kvevents.KindBlockStored,
@@ -86,10 +87,10 @@ func (r *rank) stats() RankStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := RankStats{
-		DPRank: int(r.global), Incarnation: r.inc, Capacity: r.cache.capacity,
-		CachedBlocks: len(r.cache.entries), PinnedBlocks: r.cache.pinned, Usage: r.cache.used(),
+		DPRank: int(r.global), Incarnation: r.inc, Capacity: r.cache.Capacity(),
+		CachedBlocks: r.cache.Len(), PinnedBlocks: r.cache.Pinned(), Usage: r.cache.Used(),
 		Active: r.active, Requests: r.requests, PromptTokens: r.promptTok, CachedTokens: r.cachedTok,
-		Overcommits: r.cache.overcommits, StoredBlocks: r.stored, EvictedBlocks: r.evicted,
+		Overcommits: r.cache.Overcommits(), StoredBlocks: r.stored, EvictedBlocks: r.evicted,
 	}
 	if r.pub != nil {
 		s.Publisher = r.pub.snapshot()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/integration/prefixcache"
 	"github.com/kvselect/kvselect/integration/sim"
 )
 
@@ -71,7 +72,7 @@ func New(cfg Config) (*Worker, error) {
 		}
 		// A restart re-binds the actual ports, so random ports survive it.
 		pc.endpoint, pc.replayEndpoint = p.pubEP, p.repEP
-		w.ranks = append(w.ranks, &rank{global: g, pubCfg: pc, cache: newBlockCache(cfg.NumGPUBlocks), pub: p})
+		w.ranks = append(w.ranks, &rank{global: g, pubCfg: pc, cache: prefixcache.New(cfg.NumGPUBlocks), pub: p})
 	}
 	return w, nil
 }
@@ -175,8 +176,8 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	arrive := w.modelNow()
 	r.mu.Lock()
 	inc := r.inc
-	hit := r.cache.prefix(hashes)
-	r.cache.pin(hashes[:hit])
+	hit := r.cache.Prefix(hashes)
+	r.cache.Pin(hashes[:hit])
 	cached := hit * bs
 	start := max(arrive, r.prefillFree)
 	end := start + sim.PrefillMS(len(tokens)-cached)
@@ -193,7 +194,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	finish := func() {
 		r.mu.Lock()
 		if r.inc == inc {
-			r.cache.release(pinned)
+			r.cache.Release(pinned)
 		}
 		r.active--
 		r.mu.Unlock()
@@ -210,7 +211,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 		r.storeAndPublish(hashes, hit, tokens, bs)
 		pinned = hashes
 	}
-	u := r.cache.used()
+	u := r.cache.Used()
 	r.mu.Unlock()
 
 	// Decode: max_tokens steps at the utilisation seen now; then release the blocks.
@@ -237,7 +238,7 @@ func (w *Worker) CachedBlocks(dp int, tokens []uint32) (int, error) {
 	hashes := EngineHashes(nil, tokens, w.cfg.BlockSize, w.cfg.HashSeed)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cache.prefix(hashes), nil
+	return r.cache.Prefix(hashes), nil
 }
 
 // Reset empties every rank's prefix cache and publishes AllBlocksCleared on each, as vLLM's
@@ -252,12 +253,12 @@ func (w *Worker) Reset() error {
 		defer r.mu.Unlock()
 	}
 	for _, r := range w.ranks {
-		if r.cache.pinned > 0 {
-			return fmt.Errorf("%w: dp_rank %d has %d pinned blocks", ErrBusy, r.global, r.cache.pinned)
+		if r.cache.Pinned() > 0 {
+			return fmt.Errorf("%w: dp_rank %d has %d pinned blocks", ErrBusy, r.global, r.cache.Pinned())
 		}
 	}
 	for _, r := range w.ranks {
-		r.cache.clear()
+		r.cache.Clear()
 		if r.pub != nil {
 			r.pub.publish([]kvevents.Event{{Kind: kvevents.KindAllBlocksCleared}})
 		}
@@ -284,7 +285,7 @@ func (w *Worker) Restart() error {
 			r.pub = nil
 		}
 		r.inc++
-		r.cache = newBlockCache(w.cfg.NumGPUBlocks)
+		r.cache = prefixcache.New(w.cfg.NumGPUBlocks)
 		r.prefillFree = 0 // a new process has an empty prefill queue
 		p, err := newPublisher(r.pubCfg)
 		if err != nil {

@@ -22,10 +22,9 @@ func (r *recSink) removed(w int, blocks []uint64) {
 func TestCacheStoredRuns(t *testing.T) {
 	var rec recSink
 	c := newPrefixCache(100, &rec)
-	var ev []uint64
-	c.insert(0, []uint64{3}, 0, &ev) // another request computed block 3
+	c.insert(0, []uint64{3}, 0) // another request computed block 3
 	rec.events = nil
-	c.insert(0, []uint64{1, 2, 3, 4, 5}, 0, &ev)
+	c.insert(0, []uint64{1, 2, 3, 4, 5}, 0)
 	want := []string{"stored w0 parent=0/false [1 2]", "stored w0 parent=3/true [4 5]"}
 	if !slices.Equal(rec.events, want) {
 		t.Fatalf("events %q, want %q", rec.events, want)
@@ -37,18 +36,17 @@ func TestCacheStoredRuns(t *testing.T) {
 func TestCacheEvictsLRUTailFirst(t *testing.T) {
 	var rec recSink
 	c := newPrefixCache(4, &rec)
-	var ev []uint64
-	c.insert(0, []uint64{1, 2, 3}, 0, &ev)
-	c.release([]uint64{1, 2, 3})
-	c.insert(0, []uint64{7, 8}, 0, &ev) // pinned; needs one eviction
+	c.insert(0, []uint64{1, 2, 3}, 0)
+	c.Release([]uint64{1, 2, 3})
+	ev := c.insert(0, []uint64{7, 8}, 0) // pinned; needs one eviction
 	if !slices.Equal(ev, []uint64{3}) {
 		t.Fatalf("evicted %v, want the deepest suffix block 3", ev)
 	}
-	if c.prefix([]uint64{1, 2, 3}) != 2 {
+	if c.Prefix([]uint64{1, 2, 3}) != 2 {
 		t.Fatal("the shared prefix was evicted before the suffix")
 	}
-	c.insert(0, []uint64{9, 10, 11}, 0, &ev) // only 1 and 2 are evictable
-	if !slices.Equal(ev, []uint64{2, 1}) || len(c.entries) != 5 {
-		t.Fatalf("evicted %v, %d entries; pinned blocks must stay (over capacity)", ev, len(c.entries))
+	ev = c.insert(0, []uint64{9, 10, 11}, 0) // only 1 and 2 are evictable
+	if !slices.Equal(ev, []uint64{2, 1}) || c.Len() != 5 {
+		t.Fatalf("evicted %v, %d entries; pinned blocks must stay (over capacity)", ev, c.Len())
 	}
 }

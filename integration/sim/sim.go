@@ -62,7 +62,7 @@ func (v *View) InFlight(w int) int { return v.sim.workers[w].inflight }
 func (v *View) PendingPrefillTokens(w int) int { return v.sim.workers[w].pendingTokens }
 
 // CachedPrefix returns how many leading blocks of r are cached on w right now.
-func (v *View) CachedPrefix(w int, r *Request) int { return v.sim.workers[w].cache.prefix(r.Blocks) }
+func (v *View) CachedPrefix(w int, r *Request) int { return v.sim.workers[w].cache.Prefix(r.Blocks) }
 
 type simWorker struct {
 	cache         *prefixCache
@@ -129,7 +129,6 @@ type simulation struct {
 	state   []reqState
 	q       eventQueue
 	seq     int
-	evicted []uint64
 	now     float64
 }
 
@@ -184,7 +183,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			wk := s.workers[w]
 			wk.inflight++
 			wk.admitted++
-			st.estTokens = max(0, r.Input-wk.cache.prefix(r.Blocks)*TraceBlockTokens)
+			st.estTokens = max(0, r.Input-wk.cache.Prefix(r.Blocks)*TraceBlockTokens)
 			wk.pendingTokens += st.estTokens
 			wk.queue = append(wk.queue, ev.id)
 			if wk.busy {
@@ -195,7 +194,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			st := &s.state[ev.id]
 			r := &reqs[ev.id]
 			wk := s.workers[st.worker]
-			wk.cache.insert(st.worker, r.Blocks, st.hitBlocks, &s.evicted)
+			wk.cache.insert(st.worker, r.Blocks, st.hitBlocks)
 			wk.busy = false
 			wk.pendingTokens -= st.estTokens
 			st.ttft = s.now - st.arrival
@@ -203,12 +202,12 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			availTok += float64(min(st.availBlocks*TraceBlockTokens, r.Input))
 			totalTok += float64(r.Input)
 			pol.PrefillDone(ev.id)
-			s.push(s.now+float64(r.Output)*ITLMS(wk.cache.used()), evDecodeDone, ev.id)
+			s.push(s.now+float64(r.Output)*ITLMS(wk.cache.Used()), evDecodeDone, ev.id)
 			s.startPrefill(st.worker)
 		case evDecodeDone:
 			st := &s.state[ev.id]
 			wk := s.workers[st.worker]
-			wk.cache.release(reqs[ev.id].Blocks)
+			wk.cache.Release(reqs[ev.id].Blocks)
 			wk.inflight--
 			pol.Done(ev.id)
 		}
@@ -257,12 +256,12 @@ func (s *simulation) startPrefill(w int) {
 	wk.queue = wk.queue[1:]
 	r := &s.reqs[id]
 	st := &s.state[id]
-	st.hitBlocks = wk.cache.prefix(r.Blocks)
+	st.hitBlocks = wk.cache.Prefix(r.Blocks)
 	st.availBlocks = st.hitBlocks
 	for _, o := range s.workers {
-		st.availBlocks = max(st.availBlocks, o.cache.prefix(r.Blocks))
+		st.availBlocks = max(st.availBlocks, o.cache.Prefix(r.Blocks))
 	}
-	wk.cache.pin(r.Blocks[:st.hitBlocks])
+	wk.cache.Pin(r.Blocks[:st.hitBlocks])
 	wk.busy = true
 	uncached := max(0, r.Input-st.hitBlocks*TraceBlockTokens)
 	wk.running = uncached

@@ -1,4 +1,4 @@
-package mockworker
+package prefixcache
 
 import (
 	"math/rand/v2"
@@ -63,27 +63,27 @@ func TestCacheTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newBlockCache(tc.cap)
-			var res storeResult
+			c := New(tc.cap)
+			var res StoreResult
 			for i, s := range tc.steps {
 				switch s.op {
 				case "acquire":
-					hit := c.prefix(s.hashes)
+					hit := c.Prefix(s.hashes)
 					if hit != s.hit {
 						t.Fatalf("step %d: prefix = %d, want %d", i, hit, s.hit)
 					}
-					c.pin(s.hashes[:hit])
-					c.store(s.hashes, hit, &res)
-					if !slices.Equal(res.evicted, s.evicted) {
-						t.Fatalf("step %d: evicted %v, want %v", i, res.evicted, s.evicted)
+					c.Pin(s.hashes[:hit])
+					c.Store(s.hashes, hit, &res)
+					if !slices.Equal(res.Evicted, s.evicted) {
+						t.Fatalf("step %d: evicted %v, want %v", i, res.Evicted, s.evicted)
 					}
-					if !slices.Equal(res.runs, s.runs) {
-						t.Fatalf("step %d: runs %v, want %v", i, res.runs, s.runs)
+					if !slices.Equal(res.Runs, s.runs) {
+						t.Fatalf("step %d: runs %v, want %v", i, res.Runs, s.runs)
 					}
 				case "release":
-					c.release(s.hashes)
+					c.Release(s.hashes)
 				case "clear":
-					if got := c.clear(); got != s.clearOK {
+					if got := c.Clear(); got != s.clearOK {
 						t.Fatalf("step %d: clear = %v, want %v", i, got, s.clearOK)
 					}
 				}
@@ -94,7 +94,7 @@ func TestCacheTable(t *testing.T) {
 }
 
 // checkCacheInvariants verifies the LRU list holds exactly the unpinned entries.
-func checkCacheInvariants(t *testing.T, c *blockCache) {
+func checkCacheInvariants(t *testing.T, c *Cache) {
 	t.Helper()
 	onList := 0
 	for e := c.head.next; e != &c.head; e = e.next {
@@ -198,14 +198,14 @@ func TestCacheMatchesNaiveModel(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		capacity := 1 + rng.IntN(24)
-		c := newBlockCache(capacity)
+		c := New(capacity)
 		n := &naiveCache{cap: capacity, m: map[uint64]*naiveEntry{}}
-		var res storeResult
+		var res StoreResult
 		var running [][]uint64
 		for step := range 400 {
 			if len(running) > 0 && (rng.IntN(2) == 0 || len(running) > 4) {
 				i := rng.IntN(len(running))
-				c.release(running[i])
+				c.Release(running[i])
 				n.release(running[i])
 				running = append(running[:i], running[i+1:]...)
 			} else {
@@ -216,18 +216,18 @@ func TestCacheMatchesNaiveModel(t *testing.T) {
 					code = code*4 + 1 + uint64(rng.IntN(3))
 					hs[j] = code
 				}
-				hit, nhit := c.prefix(hs), n.prefix(hs)
+				hit, nhit := c.Prefix(hs), n.prefix(hs)
 				if hit != nhit {
 					t.Fatalf("seed %d step %d: prefix %d, naive %d", seed, step, hit, nhit)
 				}
-				c.pin(hs[:hit])
+				c.Pin(hs[:hit])
 				for _, h := range hs[:hit] {
 					n.m[h].refs++
 				}
-				c.store(hs, hit, &res)
+				c.Store(hs, hit, &res)
 				ev, runs := n.store(hs, hit)
-				if !slices.Equal(res.evicted, ev) || !slices.Equal(res.runs, runs) {
-					t.Fatalf("seed %d step %d: evicted %v runs %v, naive %v %v", seed, step, res.evicted, res.runs, ev, runs)
+				if !slices.Equal(res.Evicted, ev) || !slices.Equal(res.Runs, runs) {
+					t.Fatalf("seed %d step %d: evicted %v runs %v, naive %v %v", seed, step, res.Evicted, res.Runs, ev, runs)
 				}
 				running = append(running, hs)
 			}

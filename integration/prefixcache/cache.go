@@ -1,6 +1,8 @@
-package mockworker
+// Package prefixcache models an inference engine's KV prefix cache for kvselect's test workers
+// (integration/mockworker) and simulator (integration/sim), so both evict exactly alike.
+package prefixcache
 
-// blockCache is one rank's KV cache of full blocks, keyed by engine block hash, with vLLM-style
+// Cache is one rank's KV cache of full blocks, keyed by engine block hash, with vLLM-style
 // prefix caching: blocks in use by running requests are pinned (reference counted); released
 // blocks stay cached on an LRU list and are evicted least-recently-used first when room is
 // needed. Eviction happens only when blocks are stored, and never touches pinned blocks, so the
@@ -9,8 +11,8 @@ package mockworker
 // Invariants: every entry with refs == 0 is on the LRU list and no pinned entry is;
 // len(entries) == pinned + (length of the LRU list).
 //
-// A blockCache is not safe for concurrent use; its rank's mutex guards it.
-type blockCache struct {
+// A Cache is not safe for concurrent use; its owner serialises calls.
+type Cache struct {
 	capacity int
 	entries  map[uint64]*cacheEntry
 	head     cacheEntry // LRU sentinel: head.next is the least recently used
@@ -26,30 +28,31 @@ type blockCache struct {
 type cacheEntry struct {
 	hash       uint64
 	refs       int
-	gen        uint64 // store call that created the entry
+	gen        uint64 // Store call that created the entry
 	prev, next *cacheEntry
 }
 
-func newBlockCache(capacity int) *blockCache {
-	c := &blockCache{capacity: capacity, entries: make(map[uint64]*cacheEntry)}
+// New returns an empty cache that holds capacity blocks before it evicts.
+func New(capacity int) *Cache {
+	c := &Cache{capacity: capacity, entries: make(map[uint64]*cacheEntry)}
 	c.head.prev, c.head.next = &c.head, &c.head
 	return c
 }
 
-func (c *blockCache) unlink(e *cacheEntry) {
+func (c *Cache) unlink(e *cacheEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
 }
 
 // pushMRU appends e at the most-recently-used end.
-func (c *blockCache) pushMRU(e *cacheEntry) {
+func (c *Cache) pushMRU(e *cacheEntry) {
 	e.prev, e.next = c.head.prev, &c.head
 	c.head.prev.next = e
 	c.head.prev = e
 }
 
 // prefix returns how many leading hashes are cached.
-func (c *blockCache) prefix(hashes []uint64) int {
+func (c *Cache) Prefix(hashes []uint64) int {
 	for i, h := range hashes {
 		if _, ok := c.entries[h]; !ok {
 			return i
@@ -59,7 +62,7 @@ func (c *blockCache) prefix(hashes []uint64) int {
 }
 
 // pinEntry adds a reference to e, taking it off the LRU list if it was unpinned.
-func (c *blockCache) pinEntry(e *cacheEntry) {
+func (c *Cache) pinEntry(e *cacheEntry) {
 	if e.refs == 0 {
 		c.unlink(e)
 		c.pinned++
@@ -67,8 +70,8 @@ func (c *blockCache) pinEntry(e *cacheEntry) {
 	e.refs++
 }
 
-// pin adds a reference to each cached hash (uncached ones are ignored).
-func (c *blockCache) pin(hashes []uint64) {
+// Pin adds a reference to each cached hash (uncached ones are ignored).
+func (c *Cache) Pin(hashes []uint64) {
 	for _, h := range hashes {
 		if e, ok := c.entries[h]; ok {
 			c.pinEntry(e)
@@ -76,11 +79,11 @@ func (c *blockCache) pin(hashes []uint64) {
 	}
 }
 
-// storeResult is what one store did: evicted hashes in eviction order (LRU first) and the
+// StoreResult is what one store did: evicted hashes in eviction order (LRU first) and the
 // newly cached blocks as [start, end) index ranges into the stored hash list.
-type storeResult struct {
-	evicted []uint64
-	runs    [][2]int
+type StoreResult struct {
+	Evicted []uint64
+	Runs    [][2]int
 }
 
 // store caches hashes[from:], each occurrence pinned once (hashes[:from] are already pinned by
@@ -91,8 +94,8 @@ type storeResult struct {
 //
 // A hash repeated within hashes (impossible for a chained hash short of a collision) is stored
 // once; the repeat is pinned again and ends the run, so every run is a valid parent chain.
-func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
-	res.evicted, res.runs = res.evicted[:0], res.runs[:0]
+func (c *Cache) Store(hashes []uint64, from int, res *StoreResult) {
+	res.Evicted, res.Runs = res.Evicted[:0], res.Runs[:0]
 	c.gen++
 	need := 0
 	for _, h := range hashes[from:] {
@@ -106,7 +109,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 		e := c.head.next
 		c.unlink(e)
 		delete(c.entries, e.hash)
-		res.evicted = append(res.evicted, e.hash)
+		res.Evicted = append(res.Evicted, e.hash)
 		c.free = append(c.free, e)
 	}
 	if need == 0 {
@@ -120,7 +123,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 				c.pinEntry(e)
 			}
 			if start >= 0 {
-				res.runs = append(res.runs, [2]int{start, i})
+				res.Runs = append(res.Runs, [2]int{start, i})
 				start = -1
 			}
 			continue
@@ -132,7 +135,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 		}
 	}
 	if start >= 0 {
-		res.runs = append(res.runs, [2]int{start, len(hashes)})
+		res.Runs = append(res.Runs, [2]int{start, len(hashes)})
 	}
 	if len(c.entries) > c.capacity {
 		c.overcommits++
@@ -141,7 +144,7 @@ func (c *blockCache) store(hashes []uint64, from int, res *storeResult) {
 
 // newEntry returns a pinned entry for h created by the current store call, reusing an evicted
 // entry when one is free.
-func (c *blockCache) newEntry(h uint64) *cacheEntry {
+func (c *Cache) newEntry(h uint64) *cacheEntry {
 	if n := len(c.free); n > 0 {
 		e := c.free[n-1]
 		c.free = c.free[:n-1]
@@ -151,9 +154,9 @@ func (c *blockCache) newEntry(h uint64) *cacheEntry {
 	return &cacheEntry{hash: h, refs: 1, gen: c.gen}
 }
 
-// release drops one reference from each hash, tail first; blocks whose last reference goes
+// Release drops one reference from each hash, tail first; blocks whose last reference goes
 // become most recently used in that order, so a request's deepest blocks are evicted first.
-func (c *blockCache) release(hashes []uint64) {
+func (c *Cache) Release(hashes []uint64) {
 	for i := len(hashes) - 1; i >= 0; i-- {
 		e, ok := c.entries[hashes[i]]
 		if !ok || e.refs == 0 {
@@ -167,8 +170,8 @@ func (c *blockCache) release(hashes []uint64) {
 	}
 }
 
-// clear drops every block; it reports false (and changes nothing) while any block is pinned.
-func (c *blockCache) clear() bool {
+// Clear drops every block; it reports false (and changes nothing) while any block is pinned.
+func (c *Cache) Clear() bool {
 	if c.pinned > 0 {
 		return false
 	}
@@ -178,10 +181,22 @@ func (c *blockCache) clear() bool {
 	return true
 }
 
-// used returns the fraction of capacity pinned by running requests, capped at 1.
-func (c *blockCache) used() float64 {
+// Used returns the fraction of capacity pinned by running requests, capped at 1.
+func (c *Cache) Used() float64 {
 	if c.capacity <= 0 {
 		return 1
 	}
 	return min(1, float64(c.pinned)/float64(c.capacity))
 }
+
+// Len returns the number of cached blocks, pinned or not.
+func (c *Cache) Len() int { return len(c.entries) }
+
+// Overcommits returns how many Store calls left the cache above capacity (everything pinned).
+func (c *Cache) Overcommits() uint64 { return c.overcommits }
+
+// Capacity returns the number of blocks the cache holds before it evicts.
+func (c *Cache) Capacity() int { return c.capacity }
+
+// Pinned returns the number of blocks in use by running requests.
+func (c *Cache) Pinned() int { return c.pinned }
