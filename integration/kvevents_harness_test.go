@@ -14,7 +14,6 @@ package integration
 // the listener repairs whatever was lost through replay where the worker has a replay endpoint.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -23,10 +22,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,86 +44,30 @@ const kvPublisherScript = "../bus/kvlisten/testdata/vllm_publisher.py"
 // kvPython returns an interpreter that imports zmq and msgpack (see pyzmqtest.Python).
 func kvPython(t *testing.T) string { return pyzmqtest.Python(t) }
 
-// kvPub is one running vllm_publisher.py process.
+// kvPub is one running vllm_publisher.py process (see pyzmqtest.Process for the protocol).
 //
 // Ownership: the test goroutine owns it; commands are strictly request/reply, so only one
 // goroutine may call do. stop is registered with t.Cleanup and is idempotent.
 type kvPub struct {
 	t        *testing.T
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	lines    chan string
+	proc     *pyzmqtest.Process
 	pubEP    string // tcp://127.0.0.1:port the PUB is bound to
 	replayEP string // "" without --replay
 	lastSeq  int64  // last sequence number published by this incarnation (-1: none)
-	stopOnce sync.Once
 }
 
 // startKVPub launches the script with args (use port 0 for fresh ports, or fixed endpoints to
 // restart at the same address) and waits for its READY line.
 func startKVPub(t *testing.T, py string, args ...string) *kvPub {
 	t.Helper()
-	cmd := exec.Command(py, append([]string{kvPublisherScript}, args...)...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &kvPub{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), lastSeq: -1}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 4<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(p.stop)
-	f := strings.Fields(p.read())
-	if len(f) != 3 || f[0] != "READY" {
-		t.Fatalf("publisher said %q", f)
-	}
-	p.pubEP, p.replayEP = f[1], f[2]
-	if p.replayEP == "-" {
-		p.replayEP = ""
-	}
-	return p
-}
-
-// read returns the script's next stdout line. The script answers every command with exactly
-// one line, so a reply can never be confused with another command's.
-func (p *kvPub) read() string {
-	p.t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			p.t.Fatal("publisher exited")
-		}
-		return l
-	case <-time.After(kvTimeout):
-		p.t.Fatalf("publisher did not answer within %v", kvTimeout)
-	}
-	return ""
+	proc := pyzmqtest.Start(t, py, kvPublisherScript, kvTimeout, args...)
+	return &kvPub{t: t, proc: proc, pubEP: proc.PubEP, replayEP: proc.ReplayEP, lastSeq: -1}
 }
 
 // do sends one command line and returns the text after "OK"; anything else fails the test.
 func (p *kvPub) do(line string) string {
 	p.t.Helper()
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
-		p.t.Fatalf("write command: %v", err)
-	}
-	r := p.read()
-	if !strings.HasPrefix(r, "OK") {
-		p.t.Fatalf("command %.200q: %s", line, r)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(r, "OK"))
+	return p.proc.Do(line)
 }
 
 // publish builds a real vLLM KVEventBatch from spec (the script's batch JSON) and publishes it;
@@ -167,20 +108,8 @@ func (p *kvPub) replays() int {
 	return 0
 }
 
-// stop closes stdin (the script exits on EOF, closing its sockets with linger 0) and reaps it.
-func (p *kvPub) stop() {
-	p.stopOnce.Do(func() {
-		_ = p.stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	})
-}
+// stop ends the script (closing its sockets with linger 0) and reaps it; idempotent.
+func (p *kvPub) stop() { p.proc.Stop() }
 
 // The three event builders below produce the script's batch JSON events (see the docstring
 // of vllm_publisher.py); the script turns them into msgspec-identical msgpack in either form.

@@ -1,12 +1,8 @@
 package kvlisten
 
 import (
-	"bufio"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,92 +15,27 @@ func pythonWithZMQ(t *testing.T) string { return pyzmqtest.Python(t) }
 
 // pyPub drives testdata/vllm_publisher.py over its stdin/stdout protocol.
 type pyPub struct {
-	t        *testing.T
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	lines    chan string
-	pubEP    string
-	replayEP string
+	t               *testing.T
+	proc            *pyzmqtest.Process
+	pubEP, replayEP string
 }
 
 // startPyPub launches the script; pub/replay may name fixed endpoints (to
 // restart at the same address) or use port 0.
 func startPyPub(t *testing.T, py string, args ...string) *pyPub {
 	t.Helper()
-	cmd := exec.Command(py, append([]string{"testdata/vllm_publisher.py"}, args...)...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &pyPub{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(p.stop)
-	ready := p.read()
-	f := strings.Fields(ready)
-	if len(f) != 3 || f[0] != "READY" {
-		t.Fatalf("publisher said %q", ready)
-	}
-	p.pubEP, p.replayEP = f[1], f[2]
-	if p.replayEP == "-" {
-		p.replayEP = ""
-	}
-	return p
+	proc := pyzmqtest.Start(t, py, "testdata/vllm_publisher.py", 10*time.Second, args...)
+	return &pyPub{t: t, proc: proc, pubEP: proc.PubEP, replayEP: proc.ReplayEP}
 }
 
-func (p *pyPub) read() string {
-	p.t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			p.t.Fatal("publisher exited")
-		}
-		return l
-	case <-time.After(10 * time.Second):
-		p.t.Fatal("publisher did not answer within 10s")
-	}
-	return ""
-}
-
-// do sends one command and returns the text after "OK".
+// do sends one formatted command and returns the text after "OK".
 func (p *pyPub) do(format string, a ...any) string {
 	p.t.Helper()
-	if _, err := fmt.Fprintf(p.stdin, format+"\n", a...); err != nil {
-		p.t.Fatalf("write command: %v", err)
-	}
-	r := p.read()
-	if !strings.HasPrefix(r, "OK") {
-		p.t.Fatalf("command %q: %s", fmt.Sprintf(format, a...), r)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(r, "OK"))
+	return p.proc.Do(fmt.Sprintf(format, a...))
 }
 
-// stop closes stdin (the script exits on EOF) and reaps the process.
-func (p *pyPub) stop() {
-	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
+// stop ends the script and reaps it.
+func (p *pyPub) stop() { p.proc.Stop() }
 
 // warmUp publishes single batches until the listener has applied one, which
 // proves the SUB is connected and subscribed (libzmq PUB drops until then);

@@ -1,5 +1,6 @@
-// Package pyzmqtest finds the Python interpreter the ZeroMQ interop tests drive: one that can
-// import zmq and msgpack (Debian's python3-zmq and python3-msgpack, which .ci/run installs).
+// Package pyzmqtest runs the Python side of the ZeroMQ interop tests: it finds an interpreter
+// that can import zmq and msgpack (Debian's python3-zmq and python3-msgpack, which .ci/run
+// installs) and drives publisher scripts over their stdin/stdout line protocol (Process).
 package pyzmqtest
 
 import (
