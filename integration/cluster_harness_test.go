@@ -12,7 +12,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Binaries built by TestMain; empty when the cluster tests are skipped (-short).
@@ -214,7 +214,7 @@ func startNATS(t *testing.T, port int) *natsServer {
 		"--addr", "127.0.0.1", "--port", strconv.Itoa(port), "--http_port", "0")
 	waitFor(t, syncTimeout, func() error {
 		if done, err := p.exited(); done {
-			return fmt.Errorf("%w: nats-server exited: %v", errStop, err)
+			return fmt.Errorf("%w: nats-server exited: %v", poll.ErrStop, err)
 		}
 		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
 		if err != nil {
@@ -255,30 +255,19 @@ func (r *replica) start(t *testing.T) {
 	r.p = startProc(t, "kvselect:"+r.id, kvselectBin, []string{"DYN_ROUTER_USE_KV_EVENTS=false"}, r.args...)
 	waitFor(t, syncTimeout, func() error {
 		if done, err := r.p.exited(); done {
-			return fmt.Errorf("%w: %s exited: %v", errStop, r.id, err)
+			return fmt.Errorf("%w: %s exited: %v", poll.ErrStop, r.id, err)
 		}
 		_, err := r.call("GET", "/replica_sync/peers", nil, nil)
 		return err
 	})
 }
 
-// errStop makes waitFor give up at once.
-var errStop = errors.New("stop polling")
-
-// waitFor polls cond until it returns nil or the timeout passes, then fails the test with the
-// last error. An error wrapping errStop fails at once.
+// waitFor polls cond every pollEvery until it returns nil or the timeout passes, then fails the
+// test with the last error. An error wrapping poll.ErrStop fails at once.
 func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if errors.Is(err, errStop) || !time.Now().Before(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(pollEvery) // polling interval, not synchronisation
+	if err := poll.Poll(timeout, pollEvery, cond); err != nil {
+		t.Fatalf("condition not met within %v: %v", timeout, err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/integration/mockworker"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // TestRecoveryFromLiveReplica is issue 5's end-to-end scenario with real processes and real
@@ -116,7 +117,7 @@ func startKVReplica(t *testing.T, id string, extra ...string) *replica {
 	r.p = startProc(t, "kvselect:"+id, kvselectBin, nil, r.args...)
 	waitFor(t, syncTimeout, func() error {
 		if done, err := r.p.exited(); done {
-			return fmt.Errorf("%w: %s exited: %v", errStop, id, err)
+			return fmt.Errorf("%w: %s exited: %v", poll.ErrStop, id, err)
 		}
 		_, err := r.call("GET", "/health", nil, nil)
 		return err

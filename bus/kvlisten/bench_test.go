@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // countHandler counts applied batches and signals when target is reached.
@@ -48,7 +50,7 @@ func BenchmarkLoopbackThroughput(b *testing.B) {
 				}
 			}
 			send(0) // warm-up batch, also proves delivery
-			waitUntil(b, 10*time.Second, "warm-up", func() bool { return h.n.Load() == 1 })
+			poll.True(b, 10*time.Second, "warm-up", func() bool { return h.n.Load() == 1 })
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()

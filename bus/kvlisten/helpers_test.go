@@ -17,20 +17,9 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-)
 
-// waitUntil polls cond until it holds or the deadline passes; it never
-// sleeps to synchronise beyond a short poll interval.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+	"github.com/kvselect/kvselect/internal/poll"
+)
 
 // testLogger writes listener logs to the test log when -v is set.
 func testLogger(t testing.TB) *slog.Logger {
@@ -181,7 +170,7 @@ func (p *testPub) addrs() pubOpts {
 // publish is delivered (go-zeromq's PUB drops for unsubscribed peers).
 func (p *testPub) waitSubscribed() {
 	p.t.Helper()
-	waitUntil(p.t, 10*time.Second, "subscriber", func() bool {
+	poll.True(p.t, 10*time.Second, "subscriber", func() bool {
 		return len(p.pub.(zmq4.Topics).Topics()) > 0
 	})
 }

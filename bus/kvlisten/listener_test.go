@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 const wait = 10 * time.Second
@@ -39,11 +41,11 @@ func TestInOrderDelivery(t *testing.T) {
 	h := &recHandler{}
 	l := startListener(t, Config{Endpoint: p.pubEP, Handler: h})
 	p.waitSubscribed()
-	waitUntil(t, wait, "active", func() bool { return l.State().Status == StatusActive })
+	poll.True(t, wait, "active", func() bool { return l.State().Status == StatusActive })
 	for i := 0; i < 100; i++ {
 		p.publish(fmt.Sprintf("p%d", i))
 	}
-	waitUntil(t, wait, "100 batches", func() bool { return h.count() == 100 })
+	poll.True(t, wait, "100 batches", func() bool { return h.count() == 100 })
 	got, restarts, _ := h.snapshot()
 	checkRecords(t, got, recs(0, 100, "p", false))
 	st := l.State()
@@ -71,7 +73,7 @@ func TestGapRepairedByReplay(t *testing.T) {
 			for i := 10; i < 15; i++ {
 				p.publish(fmt.Sprintf("p%d", i))
 			}
-			waitUntil(t, wait, "15 batches", func() bool { return h.count() == 15 })
+			poll.True(t, wait, "15 batches", func() bool { return h.count() == 15 })
 			got, _, _ := h.snapshot()
 			want := append(append(recs(0, 5, "p", false), recs(5, 10, "p", true)...), recs(10, 15, "p", false)...)
 			checkRecords(t, got, want)
@@ -98,7 +100,7 @@ func TestGapWithoutReplayIsCountedLost(t *testing.T) {
 	p.drop("p1")
 	p.drop("p2")
 	p.publish("p3")
-	waitUntil(t, wait, "2 batches", func() bool { return h.count() == 2 })
+	poll.True(t, wait, "2 batches", func() bool { return h.count() == 2 })
 	got, _, _ := h.snapshot()
 	checkRecords(t, got, []record{{0, "p0", false}, {3, "p3", false}})
 	if st := l.State(); st.Gaps != 1 || st.Lost != 2 || st.Watermark != 3 {
@@ -117,7 +119,7 @@ func TestLateJoinerReplaysFromZero(t *testing.T) {
 	l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
 	p.waitSubscribed()
 	p.publish("p10")
-	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	poll.True(t, wait, "11 batches", func() bool { return h.count() == 11 })
 	got, _, _ := h.snapshot()
 	checkRecords(t, got, append(recs(0, 10, "p", true), record{10, "p10", false}))
 	if r := p.replayRequests(); !slices.Equal(r, []uint64{0}) {
@@ -143,7 +145,7 @@ func TestReplayHolesAndSilenceAreNotFatal(t *testing.T) {
 		}
 		p.forget(0, 3) // the engine's buffer lost 0..2 (W=0 unverifiable, 1, 2 gone)
 		p.publish("p6")
-		waitUntil(t, wait, "5 batches", func() bool { return h.count() == 5 })
+		poll.True(t, wait, "5 batches", func() bool { return h.count() == 5 })
 		got, _, _ := h.snapshot()
 		checkRecords(t, got, append(append([]record{{0, "p0", false}}, recs(3, 6, "p", true)...), record{6, "p6", false}))
 		if st := l.State(); st.Lost != 2 || st.Restarts != 0 || st.Watermark != 6 {
@@ -160,7 +162,7 @@ func TestReplayHolesAndSilenceAreNotFatal(t *testing.T) {
 		p.drop("p1")
 		p.publish("p2")
 		p.publish("p3")
-		waitUntil(t, wait, "3 batches", func() bool { return h.count() == 3 })
+		poll.True(t, wait, "3 batches", func() bool { return h.count() == 3 })
 		got, _, _ := h.snapshot()
 		checkRecords(t, got, []record{{0, "p0", false}, {2, "p2", false}, {3, "p3", false}})
 		if st := l.State(); st.ReplayFails != 1 || st.Lost != 1 || st.Replays != 1 {
@@ -182,7 +184,7 @@ func TestStaleSkipped(t *testing.T) {
 	p.sendRaw([]byte("kv-events"), encodeSeq(8), []byte("dup8")) // near W: stale
 	p.sendRaw([]byte("kv-events"), encodeSeq(9), []byte("dup9"))
 	p.publish("p10")
-	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	poll.True(t, wait, "11 batches", func() bool { return h.count() == 11 })
 	got, restarts, _ := h.snapshot()
 	checkRecords(t, got, recs(0, 11, "p", false))
 	if st := l.State(); st.Stale != 2 || st.Restarts != 0 || len(restarts) != 0 {
@@ -201,12 +203,12 @@ func TestUndecodableDoesNotAdvanceWatermark(t *testing.T) {
 			p.waitSubscribed()
 			p.publish("p0")
 			p.publish("bad1")
-			waitUntil(t, wait, "undecodable", func() bool { return l.State().Undecodable == 1 })
+			poll.True(t, wait, "undecodable", func() bool { return l.State().Undecodable == 1 })
 			if st := l.State(); st.Watermark != 0 || st.Batches != 1 {
 				t.Fatalf("after undecodable: %+v", st)
 			}
 			p.publish("p2")
-			waitUntil(t, wait, "p2", func() bool { return h.count() == 2 })
+			poll.True(t, wait, "p2", func() bool { return h.count() == 2 })
 			st := l.State()
 			if st.Watermark != 2 {
 				t.Fatalf("state = %+v", st)
@@ -235,7 +237,7 @@ func TestMalformedDropped(t *testing.T) {
 	p.sendRaw([]byte("kv-events"), encodeSeq(0), []byte("x"), []byte("extra")) // 4 frames
 	p.sendRaw([]byte("kv-events"), append(encodeSeq(0), 0), []byte("x"))       // 9-byte seq
 	p.publish("p0")
-	waitUntil(t, wait, "p0", func() bool { return h.count() == 1 })
+	poll.True(t, wait, "p0", func() bool { return h.count() == 1 })
 	if st := l.State(); st.Malformed != 4 || st.Watermark != 0 || st.Batches != 1 {
 		t.Fatalf("state = %+v", st)
 	}
@@ -253,7 +255,7 @@ func TestGateBuffersUntilOpen(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		p.publish(fmt.Sprintf("p%d", i))
 	}
-	waitUntil(t, wait, "buffered+overflowed", func() bool {
+	poll.True(t, wait, "buffered+overflowed", func() bool {
 		st := l.State()
 		return st.Buffered == 4 && st.Overflowed == 6
 	})
@@ -261,12 +263,12 @@ func TestGateBuffersUntilOpen(t *testing.T) {
 		t.Fatalf("applied while gated: %+v", st)
 	}
 	close(gate)
-	waitUntil(t, wait, "buffer applied", func() bool { return h.count() == 4 })
+	poll.True(t, wait, "buffer applied", func() bool { return h.count() == 4 })
 	if st := l.State(); st.Status != StatusActive || st.Buffered != 0 {
 		t.Fatalf("state = %+v", st)
 	}
 	p.publish("p10") // reveals the overflow gap 4..9, repaired by replay
-	waitUntil(t, wait, "11 batches", func() bool { return h.count() == 11 })
+	poll.True(t, wait, "11 batches", func() bool { return h.count() == 11 })
 	got, _, _ := h.snapshot()
 	checkRecords(t, got, append(append(recs(0, 4, "p", false), recs(4, 10, "p", true)...), record{10, "p10", false}))
 }
@@ -320,7 +322,7 @@ func TestClosePrompt(t *testing.T) {
 			cfg, ready := tc.setup(t)
 			cfg.Handler = &recHandler{}
 			l := startListener(t, cfg)
-			waitUntil(t, wait, "ready", func() bool { return ready(l) })
+			poll.True(t, wait, "ready", func() bool { return ready(l) })
 			closeWithin(t, l, 2*time.Second)
 		})
 	}
@@ -331,7 +333,7 @@ func TestClosePrompt(t *testing.T) {
 func TestHandshakeTimeoutFails(t *testing.T) {
 	ep, _ := silentTCP(t)
 	l := startListener(t, Config{Endpoint: ep, Handler: &recHandler{}, DialTimeout: 100 * time.Millisecond})
-	waitUntil(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
+	poll.True(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
 	if st := l.State(); !strings.Contains(st.LastError, "handshake") {
 		t.Fatalf("LastError = %q", st.LastError)
 	}
@@ -347,7 +349,7 @@ func TestStartContextCancelStops(t *testing.T) {
 	}
 	p.waitSubscribed()
 	cancel()
-	waitUntil(t, wait, "closed", func() bool { return l.State().Status == StatusClosed })
+	poll.True(t, wait, "closed", func() bool { return l.State().Status == StatusClosed })
 	closeWithin(t, l, 2*time.Second)
 }
 
@@ -367,15 +369,15 @@ func TestNoGoroutineLeak(t *testing.T) {
 		p.drop(fmt.Sprintf("p%d", i))
 	}
 	p.publish("p30") // gap → replay DEALER opened and closed
-	waitUntil(t, wait, "31 batches", func() bool { return h.count() == 31 })
+	poll.True(t, wait, "31 batches", func() bool { return h.count() == 31 })
 	p.reopenPub() // forces a SUB reconnect
 	p.waitSubscribed()
 	p.publish("p31")
-	waitUntil(t, wait, "32 batches", func() bool { return h.count() == 32 })
+	poll.True(t, wait, "32 batches", func() bool { return h.count() == 32 })
 	// Steady state: receiver, processor, the SUB's connection reader and
 	// its conn reaper. The replay DEALER and the first SUB must already be
 	// gone, long before Close.
-	waitUntil(t, wait, "steady-state goroutines", func() bool { n, _ := listenerGoroutines(); return n == 4 })
+	poll.True(t, wait, "steady-state goroutines", func() bool { n, _ := listenerGoroutines(); return n == 4 })
 	closeWithin(t, l, 2*time.Second)
 	deadline := time.Now().Add(wait)
 	for {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/internal/pyzmqtest"
 )
 
@@ -77,7 +78,7 @@ func TestPythonInteropGapRepair(t *testing.T) {
 			p.do("tick 5")
 			p.do("drop 7")
 			last := p.do("tick 5")
-			waitUntil(t, wait, "all batches", func() bool { return l.State().Watermark == mustUint(t, last) })
+			poll.True(t, wait, "all batches", func() bool { return l.State().Watermark == mustUint(t, last) })
 			got, restarts, _ := h.snapshot()
 			checkContiguous(t, got, 0, "p")
 			if len(restarts) != 0 {
@@ -106,14 +107,14 @@ func TestPythonInteropProcessRestart(t *testing.T) {
 	l := startListener(t, Config{Endpoint: p.pubEP, ReplayEndpoint: p.replayEP, Handler: h})
 	warmUp(t, p, h, "a")
 	last := mustUint(t, p.do("tick 20 a"))
-	waitUntil(t, wait, "first incarnation", func() bool { return l.State().Watermark == last })
+	poll.True(t, wait, "first incarnation", func() bool { return l.State().Watermark == last })
 	p.stop() // the engine process dies
-	waitUntil(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
+	poll.True(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
 
 	q := startPyPub(t, py, "--pub", p.pubEP, "--replay", p.replayEP) // same addresses, seq from 0
 	warmUp(t, q, h, "b")
 	lastB := mustUint(t, q.do("tick 3 b"))
-	waitUntil(t, wait, "second incarnation", func() bool {
+	poll.True(t, wait, "second incarnation", func() bool {
 		st := l.State()
 		return st.Restarts == 1 && st.HasWatermark && st.Watermark == lastB
 	})
@@ -140,13 +141,13 @@ func TestPythonInteropInProcessRestartAndLoss(t *testing.T) {
 	p.do("tick 10 a")
 	p.do("lose 2")
 	last := mustUint(t, p.do("tick 1 a"))
-	waitUntil(t, wait, "loss seen", func() bool { return l.State().Watermark == last })
+	poll.True(t, wait, "loss seen", func() bool { return l.State().Watermark == last })
 	if st := l.State(); st.Lost < 2 {
 		t.Fatalf("state %+v", st)
 	}
 	p.do("restart")
 	warmUp(t, p, h, "b")
-	waitUntil(t, wait, "restart", func() bool { return l.State().Restarts == 1 })
+	poll.True(t, wait, "restart", func() bool { return l.State().Restarts == 1 })
 	if _, restarts, _ := h.snapshot(); restarts[0][0] != last {
 		t.Fatalf("restarts = %v", restarts)
 	}
@@ -194,7 +195,7 @@ func TestPythonPublisherEmitsVLLMBytes(t *testing.T) {
 				t.Fatalf("encoded\n got %s\nwant %s", f[1], tc.want)
 			}
 			seq := mustUint(t, f[0])
-			waitUntil(t, wait, "batch", func() bool { return l.State().Watermark == seq })
+			poll.True(t, wait, "batch", func() bool { return l.State().Watermark == seq })
 			got, _, _ := h.snapshot()
 			if hex.EncodeToString([]byte(got[len(got)-1].payload)) != tc.want {
 				t.Fatalf("payload changed in transit: %x", got[len(got)-1].payload)

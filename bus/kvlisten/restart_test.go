@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // TestRestartRule1Reconnect proves restart rule 1: a publisher restarted at the same
@@ -17,10 +19,10 @@ func TestRestartRule1Reconnect(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		p.publish(fmt.Sprintf("a%d", i))
 	}
-	waitUntil(t, wait, "50 batches", func() bool { return h.count() == 50 })
+	poll.True(t, wait, "50 batches", func() bool { return h.count() == 50 })
 	addrs := p.addrs()
 	p.close()
-	waitUntil(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
+	poll.True(t, wait, "failed", func() bool { return l.State().Status == StatusFailed })
 	if st := l.State(); st.LastError == "" {
 		t.Fatalf("no last error: %+v", st)
 	}
@@ -30,7 +32,7 @@ func TestRestartRule1Reconnect(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		q.publish(fmt.Sprintf("b%d", i))
 	}
-	waitUntil(t, wait, "55 batches", func() bool { return h.count() == 55 })
+	poll.True(t, wait, "55 batches", func() bool { return h.count() == 55 })
 	got, restarts, order := h.snapshot()
 	checkRecords(t, got[50:], recs(0, 5, "b", false))
 	if !slices.Equal(restarts, [][2]uint64{{49, 0}}) {
@@ -54,7 +56,7 @@ func TestRestartRule1WithReplayFromZero(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		p.publish(fmt.Sprintf("a%d", i))
 	}
-	waitUntil(t, wait, "20 batches", func() bool { return h.count() == 20 })
+	poll.True(t, wait, "20 batches", func() bool { return h.count() == 20 })
 	addrs := p.addrs()
 	p.close()
 	q := newTestPub(t, addrs)
@@ -63,7 +65,7 @@ func TestRestartRule1WithReplayFromZero(t *testing.T) {
 	}
 	q.waitSubscribed()
 	q.publish("b3")
-	waitUntil(t, wait, "24 batches", func() bool { return h.count() == 24 })
+	poll.True(t, wait, "24 batches", func() bool { return h.count() == 24 })
 	got, restarts, _ := h.snapshot()
 	checkRecords(t, got[20:], append(recs(0, 3, "b", true), record{3, "b3", false}))
 	if !slices.Equal(restarts, [][2]uint64{{19, 3}}) {
@@ -86,7 +88,7 @@ func TestRestartRule2NearZeroSameConnection(t *testing.T) {
 	}
 	p.sendRaw([]byte("kv-events"), encodeSeq(1), []byte("b1")) // new counter, no reconnect
 	p.sendRaw([]byte("kv-events"), encodeSeq(2), []byte("b2"))
-	waitUntil(t, wait, "102 batches", func() bool { return h.count() == 102 })
+	poll.True(t, wait, "102 batches", func() bool { return h.count() == 102 })
 	got, restarts, _ := h.snapshot()
 	checkRecords(t, got[100:], []record{{1, "b1", false}, {2, "b2", false}})
 	if !slices.Equal(restarts, [][2]uint64{{99, 1}}) {
@@ -109,7 +111,7 @@ func TestRestartRule3Probe(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			p.publish(fmt.Sprintf("a%d", i))
 		}
-		waitUntil(t, wait, "10 batches", func() bool { return h.count() == 10 })
+		poll.True(t, wait, "10 batches", func() bool { return h.count() == 10 })
 		addrs := p.addrs()
 		p.close()
 		q := newTestPub(t, addrs)
@@ -118,7 +120,7 @@ func TestRestartRule3Probe(t *testing.T) {
 		}
 		q.waitSubscribed()
 		q.publish("b10") // looks contiguous with W=9
-		waitUntil(t, wait, "21 batches", func() bool { return h.count() == 21 })
+		poll.True(t, wait, "21 batches", func() bool { return h.count() == 21 })
 		got, restarts, _ := h.snapshot()
 		checkRecords(t, got[10:], append(recs(0, 10, "b", true), record{10, "b10", false}))
 		if !slices.Equal(restarts, [][2]uint64{{9, 10}}) {
@@ -139,12 +141,12 @@ func TestRestartRule3Probe(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			p.publish(fmt.Sprintf("a%d", i))
 		}
-		waitUntil(t, wait, "10 batches", func() bool { return h.count() == 10 })
+		poll.True(t, wait, "10 batches", func() bool { return h.count() == 10 })
 		p.reopenPub() // connection breaks, counter and buffer survive
 		p.drop("a10")
 		p.waitSubscribed()
 		p.publish("a11")
-		waitUntil(t, wait, "12 batches", func() bool { return h.count() == 12 })
+		poll.True(t, wait, "12 batches", func() bool { return h.count() == 12 })
 		got, restarts, _ := h.snapshot()
 		checkRecords(t, got[10:], []record{{10, "a10", true}, {11, "a11", false}})
 		if len(restarts) != 0 {

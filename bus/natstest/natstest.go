@@ -8,16 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 // ReadyTimeout bounds how long RunServer waits for a server to accept
 // clients and RunCluster waits for routes to form.
 const ReadyTimeout = 10 * time.Second
-
-// pollEvery is WaitFor's polling interval: short enough that loopback
-// conditions are seen promptly, long enough not to spin a shared CPU.
-const pollEvery = 5 * time.Millisecond
 
 // DefaultOptions returns the options RunServer uses: 127.0.0.1, random
 // client port, no monitoring port, NoSigs, NoLog, JetStream off. The
@@ -113,19 +110,9 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 
 // Poll is WaitFor without a testing.TB: it returns nil as soon as cond
 // does, or cond's last error once timeout has passed (cond runs at least
-// once).
+// once). See poll.Poll.
 func Poll(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			return err
-		}
-		time.Sleep(pollEvery) // polling interval, not synchronisation
-	}
+	return poll.Poll(timeout, poll.DefaultInterval, cond)
 }
 
 // WaitInterest waits until srv knows of at least one subscriber to subject

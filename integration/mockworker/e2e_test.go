@@ -17,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/integration/mockworker"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // The end-to-end tests run kvselect's core.Service with KV events on against mock workers on
@@ -31,17 +32,6 @@ func e2eLogger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // mock is one mock worker with its HTTP server.
@@ -125,7 +115,7 @@ func register(t *testing.T, svc *core.Service, id uint64, m *mock) {
 		t.Fatalf("register worker %d: %+v %v", id, rec, err)
 	}
 	for i := range eps {
-		waitFor(t, fmt.Sprintf("worker %d rank %d subscribed", id, int(start)+i), func() bool { return m.w.Subscribed(int(start) + i) })
+		poll.True(t, 10*time.Second, fmt.Sprintf("worker %d rank %d subscribed", id, int(start)+i), func() bool { return m.w.Subscribed(int(start) + i) })
 	}
 }
 
@@ -148,7 +138,7 @@ func deviceBlocks(t *testing.T, svc *core.Service, prompt []uint32, worker uint6
 // the wanted block count.
 func waitOverlap(t *testing.T, svc *core.Service, what string, prompt []uint32, want map[[2]uint64]uint64) {
 	t.Helper()
-	waitFor(t, what, func() bool {
+	poll.True(t, 10*time.Second, what, func() bool {
 		for k, n := range want {
 			if deviceBlocks(t, svc, prompt, k[0], uint32(k[1])) != n {
 				return false
@@ -233,7 +223,7 @@ func TestEndToEndRestartDropsStaleBlocks(t *testing.T) {
 	if err := a.w.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "re-subscribed", func() bool { return a.w.Subscribed(0) })
+	poll.True(t, 10*time.Second, "re-subscribed", func() bool { return a.w.Subscribed(0) })
 	q := span(50000, 2*e2eBlock)
 	a.complete(t, q, nil)
 	waitOverlap(t, svc, "new incarnation indexed", q, map[[2]uint64]uint64{{1, 0}: 2})
@@ -289,7 +279,7 @@ func TestEndToEndIndexMatchesCaches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "listeners caught up", func() bool {
+	poll.True(t, 10*time.Second, "listeners caught up", func() bool {
 		for i, m := range mocks {
 			next := m.w.Stats()[0].Publisher.NextSeq
 			recs := svc.Workers("", "")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/core/engine/kvhash"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // TestEmittedBatches serves a scripted request sequence on a 6-block cache and decodes every
@@ -142,9 +143,9 @@ func TestResetRefusedWhileBusy(t *testing.T) {
 		_, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(1, 8), MaxTokens: intp(1)})
 		done <- err
 	}()
-	waitUntil(t, 5e9, "request in prefill", func() bool { return clk.Waiters() == 1 })
+	poll.True(t, 5e9, "request in prefill", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(sim100ms) // prefill done; now decoding with 2 pinned blocks
-	waitUntil(t, 5e9, "request in decode", func() bool { return clk.Waiters() == 1 && w.Stats()[0].PinnedBlocks == 2 })
+	poll.True(t, 5e9, "request in decode", func() bool { return clk.Waiters() == 1 && w.Stats()[0].PinnedBlocks == 2 })
 	if err := w.Reset(); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Reset while busy: %v, want ErrBusy", err)
 	}

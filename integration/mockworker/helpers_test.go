@@ -10,19 +10,6 @@ import (
 	"github.com/kvselect/kvselect/bus/kvevents"
 )
 
-// waitUntil polls cond until it holds or d passes; it never sleeps to synchronise beyond a
-// short poll interval.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // testLogger logs to stderr under -v, otherwise discards.
 func testLogger() *slog.Logger {
 	if !testing.Verbose() {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // dialSub connects a go-zeromq SUB to ep with topic prefix and closes it at cleanup.
@@ -53,7 +54,7 @@ func recvTimeout(t *testing.T, s zmq4.Socket, d time.Duration) zmq4.Msg {
 func TestLiveFramesOnTheWire(t *testing.T) {
 	w := newWorker(t, Config{BlockSize: 4, NumGPUBlocks: 64, Topic: "kv-events", Clock: NewInstantClock(epoch0)})
 	sub := dialSub(t, w.Endpoints()[0], "kv")
-	waitUntil(t, 5*time.Second, "subscription", func() bool { return w.Subscribed(0) })
+	poll.True(t, 5*time.Second, "subscription", func() bool { return w.Subscribed(0) })
 	for i := range 3 {
 		if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(uint32(i)*100, 8)}); err != nil {
 			t.Fatal(err)
@@ -102,7 +103,7 @@ func TestReplayProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 5*time.Second, "malformed requests counted", func() bool { return w.Stats()[0].Publisher.BadReplays == 3 })
+	poll.True(t, 5*time.Second, "malformed requests counted", func() bool { return w.Stats()[0].Publisher.BadReplays == 3 })
 
 	recs, _ := w.Published(0, 0)
 	if len(recs) != 3 || recs[0].Seq != 2 {
@@ -190,7 +191,7 @@ func TestRestartNewIncarnation(t *testing.T) {
 		t.Fatalf("after restart: %d records, first seq %d", len(recs), recs[0].Seq)
 	}
 	sub := dialSub(t, eps[0], "")
-	waitUntil(t, 5*time.Second, "subscription after restart", func() bool { return w.Subscribed(0) })
+	poll.True(t, 5*time.Second, "subscription after restart", func() bool { return w.Subscribed(0) })
 	if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(500, 4)}); err != nil {
 		t.Fatal(err)
 	}
