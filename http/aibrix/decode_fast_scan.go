@@ -2,8 +2,9 @@ package aibrix
 
 import (
 	"encoding/binary"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
 // This file is the lexical half of the single-pass decoder (decode_fast.go
@@ -270,82 +271,21 @@ var plainASCII = func() (t [256]bool) {
 }()
 
 // unescape decodes the body of a string that contains escapes (raw bytes
-// were validated by scanString). Unknown escapes, malformed or truncated
-// \u escapes and unpaired surrogates give up, as strictjson rejects them.
+// were validated by scanString), giving up on any escape strictjson rejects.
 func unescape(b []byte) (string, bool) {
 	buf := make([]byte, 0, len(b))
 	for i := 0; i < len(b); {
-		c := b[i]
-		if c != '\\' {
-			buf = append(buf, c)
+		if b[i] != '\\' {
+			buf = append(buf, b[i])
 			i++
 			continue
 		}
-		if i+1 >= len(b) {
-			return "", false
-		}
-		e := b[i+1]
-		i += 2
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := hex4(b, i)
-			if !ok {
-				return "", false
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 || i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
-					return "", false
-				}
-				r2, ok := hex4(b, i+2)
-				if !ok {
-					return "", false
-				}
-				i += 6
-				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return "", false
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
+		var err error
+		if buf, i, err = strictjson.AppendEscape(buf, b, i); err != nil {
 			return "", false
 		}
 	}
 	return string(buf), true
-}
-
-// hex4 decodes four hex digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // number skips whitespace, then scans an RFC 8259 number (the grammar strictjson

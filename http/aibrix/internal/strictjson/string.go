@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"errors"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -76,48 +77,9 @@ func (p *parser) strSlow(start int) (strRef, error) {
 			p.doc.escaped = append(p.doc.escaped, string(buf))
 			return strRef{s: int32(len(p.doc.escaped) - 1), esc: true}, nil
 		case c == '\\':
-			if p.pos+1 >= len(d) {
-				return strRef{}, p.fail(ErrSyntax, "unterminated escape")
-			}
-			e := d[p.pos+1]
-			p.pos += 2
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := p.hex4()
-				if !ok {
-					return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					// Must be a high surrogate followed by \u low surrogate.
-					if r >= 0xdc00 || p.pos+1 >= len(d) || d[p.pos] != '\\' || d[p.pos+1] != 'u' {
-						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
-					}
-					p.pos += 2
-					r2, ok := p.hex4()
-					if !ok {
-						return strRef{}, p.fail(ErrSyntax, "invalid \\u escape")
-					}
-					r = utf16.DecodeRune(r, r2)
-					if r == utf8.RuneError {
-						return strRef{}, p.fail(ErrSyntax, "unpaired surrogate escape")
-					}
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				p.pos--
-				return strRef{}, p.fail(ErrSyntax, "invalid escape character")
+			var err error
+			if buf, p.pos, err = AppendEscape(buf, d, p.pos); err != nil {
+				return strRef{}, p.fail(ErrSyntax, err.Error())
 			}
 		case c < 0x20:
 			return strRef{}, p.fail(ErrSyntax, "control character in string")
@@ -136,12 +98,69 @@ func (p *parser) strSlow(start int) (strRef, error) {
 	return strRef{}, p.fail(ErrSyntax, "unterminated string")
 }
 
-func (p *parser) hex4() (rune, bool) {
-	if p.pos+4 > len(p.data) {
+// Malformed escapes, as AppendEscape reports them.
+var (
+	errUnterminatedEscape = errors.New("unterminated escape")
+	errBadEscapeChar      = errors.New("invalid escape character")
+	errBadUnicodeEscape   = errors.New(`invalid \u escape`)
+	errUnpairedSurrogate  = errors.New("unpaired surrogate escape")
+)
+
+// AppendEscape decodes the escape whose backslash is at b[i], appends its UTF-8 to buf and
+// returns the extended buffer and the offset just past the escape. A malformed escape (unknown
+// character, bad or truncated \u digits, a surrogate that is not a high one followed by an
+// escaped low one) returns an error and, as the offset, where the fault is. The parser and the
+// AIBrix fast decoder both use it, so they accept and reject exactly the same escapes.
+func AppendEscape(buf, b []byte, i int) ([]byte, int, error) {
+	if i+1 >= len(b) {
+		return buf, i, errUnterminatedEscape
+	}
+	switch e := b[i+1]; e {
+	case '"', '\\', '/':
+		return append(buf, e), i + 2, nil
+	case 'b':
+		return append(buf, '\b'), i + 2, nil
+	case 'f':
+		return append(buf, '\f'), i + 2, nil
+	case 'n':
+		return append(buf, '\n'), i + 2, nil
+	case 'r':
+		return append(buf, '\r'), i + 2, nil
+	case 't':
+		return append(buf, '\t'), i + 2, nil
+	case 'u':
+	default:
+		return buf, i + 1, errBadEscapeChar
+	}
+	r, ok := hex4(b, i+2)
+	if !ok {
+		return buf, i + 2, errBadUnicodeEscape
+	}
+	i += 6
+	if utf16.IsSurrogate(r) {
+		// Must be a high surrogate followed by \u and a low surrogate.
+		if r >= 0xdc00 || i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return buf, i, errUnpairedSurrogate
+		}
+		r2, ok := hex4(b, i+2)
+		if !ok {
+			return buf, i + 2, errBadUnicodeEscape
+		}
+		i += 6
+		if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+			return buf, i, errUnpairedSurrogate
+		}
+	}
+	return utf8.AppendRune(buf, r), i, nil
+}
+
+// hex4 decodes the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
 		return 0, false
 	}
 	var r rune
-	for _, c := range p.data[p.pos : p.pos+4] {
+	for _, c := range b[i : i+4] {
 		r <<= 4
 		switch {
 		case c >= '0' && c <= '9':
@@ -154,6 +173,5 @@ func (p *parser) hex4() (rune, bool) {
 			return 0, false
 		}
 	}
-	p.pos += 4
 	return r, true
 }
