@@ -322,9 +322,8 @@ func (p *parser) object(depth int) (int32, error) {
 		return self, nil
 	}
 	var (
-		last  int32 = -1
-		seen  map[string]struct{}
-		count int32
+		last int32 = -1
+		seen map[string]struct{}
 	)
 	for {
 		p.skipWS()
@@ -337,7 +336,7 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, err
 		}
 		key := p.doc.text(keyRef)
-		if dup := p.isDup(self, key, count, &seen); dup {
+		if dup := p.isDup(self, key, &seen); dup {
 			e := &SyntaxError{Offset: keyPos, Name: key, Msg: fmt.Sprintf("member %q appears more than once", key), err: ErrDuplicateMember}
 			return -1, e
 		}
@@ -352,14 +351,7 @@ func (p *parser) object(depth int) (int32, error) {
 			return -1, withPath(err, key)
 		}
 		p.doc.nodes[child].key = keyRef
-		if last < 0 {
-			p.doc.nodes[self].first = child
-		} else {
-			p.doc.nodes[last].next = child
-		}
-		last = child
-		count++
-		p.doc.nodes[self].n = count
+		last = p.appendChild(self, last, child)
 		p.skipWS()
 		if p.pos >= len(p.data) {
 			return -1, p.fail(ErrSyntax, "unterminated object")
@@ -376,10 +368,22 @@ func (p *parser) object(depth int) (int32, error) {
 	}
 }
 
+// appendChild links child after last (-1: none yet) in container self, counts it, and returns
+// it as the new last child.
+func (p *parser) appendChild(self, last, child int32) int32 {
+	if last < 0 {
+		p.doc.nodes[self].first = child
+	} else {
+		p.doc.nodes[last].next = child
+	}
+	p.doc.nodes[self].n++
+	return child
+}
+
 // isDup reports whether key already names a member of object self, which
-// currently has count members. Large objects are indexed by *seen.
-func (p *parser) isDup(self int32, key string, count int32, seen *map[string]struct{}) bool {
-	if count < dupThreshold {
+// has n members so far. Large objects are indexed by *seen.
+func (p *parser) isDup(self int32, key string, seen *map[string]struct{}) bool {
+	if p.doc.nodes[self].n < dupThreshold {
 		for c := p.doc.nodes[self].first; c >= 0; c = p.doc.nodes[c].next {
 			if p.doc.text(p.doc.nodes[c].key) == key {
 				return true
@@ -413,21 +417,13 @@ func (p *parser) array(depth int) (int32, error) {
 		return self, nil
 	}
 	var last int32 = -1
-	var count int32
 	for {
 		p.skipWS()
 		child, err := p.value(depth)
 		if err != nil {
-			return -1, withPath(err, fmt.Sprintf("[%d]", count))
+			return -1, withPath(err, fmt.Sprintf("[%d]", p.doc.nodes[self].n))
 		}
-		if last < 0 {
-			p.doc.nodes[self].first = child
-		} else {
-			p.doc.nodes[last].next = child
-		}
-		last = child
-		count++
-		p.doc.nodes[self].n = count
+		last = p.appendChild(self, last, child)
 		p.skipWS()
 		if p.pos >= len(p.data) {
 			return -1, p.fail(ErrSyntax, "unterminated array")
