@@ -132,3 +132,49 @@ func TestIndexable(t *testing.T) {
 		}
 	}
 }
+
+// splitFrames turns fuzz bytes into frames: a 0x00 byte separates frames.
+func splitFrames(b []byte) [][]byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Split(b, []byte{0})
+}
+
+// FuzzParseLive: whatever the frames, ParseLive never panics and accepts only 3 frames with
+// an 8-byte sequence that round-trips.
+func FuzzParseLive(f *testing.F) {
+	f.Add([]byte("kv\x00\x01\x01\x01\x01\x01\x01\x01\x01\x00payload"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		frames := splitFrames(b)
+		_, seq, payload, err := ParseLive(frames)
+		if err != nil {
+			return
+		}
+		// Accepted ⇒ exactly 3 frames, 8-byte seq that round-trips.
+		if len(frames) != 3 || !bytes.Equal(AppendReplayRequest(nil, seq), frames[1]) || !bytes.Equal(payload, frames[2]) {
+			t.Fatalf("accepted bad frames %q", frames)
+		}
+	})
+}
+
+// FuzzParseReplay: ParseReplay accepts only the two replay shapes behind an empty delimiter,
+// and its end flag is exactly "empty payload".
+func FuzzParseReplay(f *testing.F) {
+	f.Add([]byte("\x00kv\x00\x01\x01\x01\x01\x01\x01\x01\x01\x00payload"))
+	f.Add([]byte("\x00\x01\x01\x01\x01\x01\x01\x01\x01\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		frames := splitFrames(b)
+		_, seq, payload, end, err := ParseReplay(frames)
+		if err != nil {
+			return
+		}
+		if len(frames) != 3 && len(frames) != 4 || len(frames[0]) != 0 {
+			t.Fatalf("accepted bad shape %q", frames)
+		}
+		if end != (len(payload) == 0) || !bytes.Equal(AppendReplayRequest(nil, seq), frames[len(frames)-2]) || !bytes.Equal(payload, frames[len(frames)-1]) {
+			t.Fatalf("inconsistent reply seq %d payload %q end %v from %q", seq, payload, end, frames)
+		}
+	})
+}

@@ -18,8 +18,12 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/internal/poll"
 )
+
+// encodeSeq returns the 8-byte big-endian sequence frame for seq.
+func encodeSeq(seq uint64) []byte { return kvevents.AppendReplayRequest(nil, seq) }
 
 // testLogger writes listener logs to the test log when -v is set.
 func testLogger(t testing.TB) *slog.Logger {
@@ -252,7 +256,7 @@ func (p *testPub) serveReplay() {
 			}
 			_ = p.router.SendMulti(zmq4.NewMsgFrom(p.replyFrames(id, r.seq, []byte(r.payload))...))
 		}
-		_ = p.router.SendMulti(zmq4.NewMsgFrom(p.replyFrames(id, endSeq, nil)...))
+		_ = p.router.SendMulti(zmq4.NewMsgFrom(p.replyFrames(id, kvevents.ReplayEndSeq, nil)...))
 	}
 }
 
@@ -261,7 +265,7 @@ func (p *testPub) replyFrames(id []byte, seq uint64, payload []byte) [][]byte {
 		return [][]byte{id, {}, encodeSeq(seq), payload}
 	}
 	topic := []byte(p.topic)
-	if seq == endSeq {
+	if seq == kvevents.ReplayEndSeq {
 		topic = []byte{}
 	}
 	return [][]byte{id, {}, topic, encodeSeq(seq), payload}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/bus/kvevents"
 )
 
 // replayer requests batches from an engine's ROUTER replay endpoint. It holds
@@ -39,7 +41,7 @@ func (r *replayer) fetch(ctx context.Context, start uint64, fn func(seq uint64, 
 
 	// vLLM's ROUTER expects [identity, empty, start]; the DEALER supplies
 	// the identity, we supply the delimiter and the 8-byte start.
-	if err := s.SendMulti(zmq4.NewMsgFrom([]byte{}, encodeSeq(start))); err != nil {
+	if err := s.SendMulti(zmq4.NewMsgFrom([]byte{}, kvevents.AppendReplayRequest(nil, start))); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
