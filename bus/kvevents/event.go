@@ -256,9 +256,3 @@ func (b *Batch) next() *Event {
 	e.reset()
 	return e
 }
-
-// drop removes the last event slot (used when an event turns out to be
-// unknown or ignored); its storage stays available for reuse.
-func (b *Batch) drop() {
-	b.Events = b.Events[:len(b.Events)-1]
-}

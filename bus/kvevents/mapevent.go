@@ -53,16 +53,10 @@ func (d *Decoder) mapEvent(b *Batch) error {
 		if kind == KindInvalid && !ignored {
 			b.Unknown++
 		}
-		if first == 0 {
-			// Slow path rewound to the start: no key consumed yet.
-			if err := d.r.skipN(2*n, 3); err != nil {
-				return err
-			}
-		} else {
-			// Fast path: the key "type" and its value are consumed.
-			if err := d.r.skipN(2*(n-first), 3); err != nil {
-				return err
-			}
+		// Skip the members not yet consumed: all of them when the slow path rewound (first is
+		// 0), the rest after the fast path read "type" first.
+		if err := d.r.skipN(2*(n-first), 3); err != nil {
+			return err
 		}
 		if kind == KindAllBlocksCleared {
 			b.next().Kind = KindAllBlocksCleared

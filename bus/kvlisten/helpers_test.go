@@ -140,13 +140,8 @@ func (p *testPub) openPub(addr string) {
 		addr = "127.0.0.1:0"
 	}
 	pub := zmq4.NewPub(context.Background())
-	var err error
-	for i := 0; i < 100; i++ { // the old socket's port may take a moment to free
-		if err = pub.Listen("tcp://" + addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The old socket's port may take a moment to free.
+	err := poll.Poll(time.Second, 10*time.Millisecond, func() error { return pub.Listen("tcp://" + addr) })
 	if err != nil {
 		p.t.Fatalf("pub listen %s: %v", addr, err)
 	}

@@ -379,17 +379,12 @@ func TestNoGoroutineLeak(t *testing.T) {
 	// gone, long before Close.
 	poll.True(t, wait, "steady-state goroutines", func() bool { n, _ := listenerGoroutines(); return n == 4 })
 	closeWithin(t, l, 2*time.Second)
-	deadline := time.Now().Add(wait)
-	for {
-		n, dump := listenerGoroutines()
-		if n == 0 {
-			break
+	poll.Until(t, wait, func() error {
+		if n, dump := listenerGoroutines(); n != 0 {
+			return fmt.Errorf("%d listener goroutines survive Close:\n%s", n, dump)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d listener goroutines survive Close:\n%s", n, dump)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // listenerGoroutines returns the goroutines that belong to listeners: the

@@ -2,6 +2,7 @@ package kvlisten
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -43,13 +44,16 @@ func (p *pyPub) stop() { p.proc.Stop() }
 // anything dropped meanwhile is repaired from the replay buffer.
 func warmUp(t *testing.T, p *pyPub, h *recHandler, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for start := h.count(); h.count() == start; {
-		if time.Now().After(deadline) {
-			t.Fatal("listener never received from the python publisher")
+	start := h.count()
+	err := poll.Poll(10*time.Second, 20*time.Millisecond, func() error {
+		if h.count() != start {
+			return nil
 		}
 		p.do("tick 1 %s", prefix)
-		time.Sleep(20 * time.Millisecond)
+		return errors.New("listener never received from the python publisher")
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

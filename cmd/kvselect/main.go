@@ -115,8 +115,6 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("replication: %w", err)
 	}
 	defer func() { _ = br.Close() }()
-	// Seed order (issue 5): listeners buffer, the index is recovered and submitted, only then
-	// may listeners apply; this replica serves snapshots once its own recovery is done.
 	// Startup order (the seed's): listeners buffer, the index is recovered and submitted, only
 	// then may listeners apply; this replica serves snapshots once its own recovery is done. The
 	// HTTP port and signal handling come first, so that liveness answers and /ready reports 503
