@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // End-to-end ingestion benchmarks over loopback ZeroMQ (issue 3). A go-zeromq PUB in the test
@@ -143,17 +144,16 @@ func benchSetup(b *testing.B, h *kvHarness, p *benchPub, ring [][]byte) []uint32
 // applied seq.
 func benchWaitApplied(b *testing.B, svc *core.Service, seq uint64) {
 	b.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	err := poll.Poll(60*time.Second, 100*time.Microsecond, func() error {
 		for _, r := range svc.Workers("bench", "") {
 			if l, ok := r.Listeners["0"]; ok && r.WorkerID == 1 && l.Watermark != nil && *l.Watermark >= seq {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("listener did not apply seq %d within 60s", seq)
-		}
-		time.Sleep(100 * time.Microsecond) // polling interval
+		return fmt.Errorf("listener did not apply seq %d within 60s", seq)
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }
 

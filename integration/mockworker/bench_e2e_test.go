@@ -2,6 +2,7 @@ package mockworker_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/integration/mockworker"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // BenchmarkServeIntoKVSelect measures the whole event path per request: a mock worker (instant
@@ -37,11 +39,7 @@ func BenchmarkServeIntoKVSelect(b *testing.B) {
 	if _, err := svc.UpsertWorker(core.WorkerSpec{WorkerID: &id, Endpoint: &url, BlockSize: &bs, KVEventsEndpoint: &ep, ReplayEndpoint: &rep}); err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !w.Subscribed(0); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("no subscription")
-		}
-	}
+	poll.True(b, 10*time.Second, "subscription", func() bool { return w.Subscribed(0) })
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := make([]uint32, 1024)
 	zero := 0
@@ -57,14 +55,14 @@ func BenchmarkServeIntoKVSelect(b *testing.B) {
 		}
 	}
 	next := w.Stats()[0].Publisher.NextSeq
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-		l := svc.Workers("", "")[0].Listeners["0"]
-		if l.Watermark != nil && *l.Watermark+1 == next {
-			break
+	err = poll.Poll(60*time.Second, 100*time.Microsecond, func() error {
+		if l := svc.Workers("", "")[0].Listeners["0"]; l.Watermark == nil || *l.Watermark+1 != next {
+			return errors.New("kvselect did not catch up")
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("kvselect did not catch up")
-		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(w.Stats()[0].StoredBlocks)/b.Elapsed().Seconds(), "blocks/s")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/integration/mockworker"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // TestSoakConcurrentWithFaults (go test -tags soak -run Soak ./integration/mockworker) runs
@@ -71,28 +72,20 @@ func TestSoakConcurrentWithFaults(t *testing.T) {
 	wg.Wait()
 	// One more batch per worker so that any trailing dropped batch shows up as a gap.
 	for i, m := range mocks {
-		waitFor(t, "re-subscribed", func() bool { return m.w.Subscribed(0) })
+		poll.True(t, 10*time.Second, "re-subscribed", func() bool { return m.w.Subscribed(0) })
 		_, _ = m.w.Serve(context.Background(), mockworker.Request{PromptTokenIDs: span(uint32(i)*7+1, e2eBlock)})
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok := true
+	poll.True(t, 30*time.Second, "listeners to catch up", func() bool {
 		for i, m := range mocks {
 			next := m.w.Stats()[0].Publisher.NextSeq
 			for _, r := range svc.Workers("", "") {
 				if l := r.Listeners["0"]; r.WorkerID == uint64(i+1) && (l.Watermark == nil || *l.Watermark+1 != next) {
-					ok = false
+					return false
 				}
 			}
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("listeners did not catch up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	})
 	for i, m := range mocks {
 		t.Logf("worker %d: %+v", i+1, m.w.Stats()[0])
 		for j, p := range append(prompts, docs...) {
