@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/internal/jsonw"
 )
 
 // writeDump streams the index in Dynamo's /dump recovery format (spec §11.2) to w. It serves
@@ -45,7 +46,7 @@ func (s *Service) writeDump(w io.Writer) error {
 			buf = append(buf, ',')
 		}
 		first = false
-		buf = append(buf, jsonString(k.DumpKey())...)
+		buf = jsonw.AppendString(buf, k.DumpKey())
 		buf = append(buf, `:{"block_size":`...)
 		buf = strconv.AppendUint(buf, uint64(bs), 10)
 		buf = append(buf, `,"events":[`...)

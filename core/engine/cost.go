@@ -42,7 +42,6 @@ func costs(cs []scored, n *normalized, blockSize uint32, w weights) {
 // partition's ranks before cost is called; otherwise it is unused.
 type dynamoTerms struct {
 	w         weights
-	blockSize uint32
 	invBS     float64
 	isl       uint64
 	reqBlocks float64
@@ -59,7 +58,7 @@ type dynamoTerms struct {
 func newDynamoTerms(n *normalized, blockSize uint32, w weights) dynamoTerms {
 	reqBlocks := float64(n.requestBlocks(blockSize))
 	k := dynamoTerms{
-		w: w, blockSize: blockSize, invBS: 1 / float64(blockSize), isl: n.isl, reqBlocks: reqBlocks,
+		w: w, invBS: 1 / float64(blockSize), isl: n.isl, reqBlocks: reqBlocks,
 		decaying: w.trackPrefill && w.decay > 0 && reqBlocks > 0, minActive: math.MaxUint64, nseq: len(n.seq),
 		bs: uint64(blockSize), scale: w.scale, credit: w.credit, reqWeight: w.reqWeight,
 	}

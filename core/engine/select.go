@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -263,7 +262,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 		p.index.Match(n.block, &s.match)
 		j := 0
 		for _, m := range s.match.Owners {
-			for j < len(cs) && ownerLess(cs[j].Owner, m.Owner) {
+			for j < len(cs) && cs[j].Owner.Compare(m.Owner) < 0 {
 				j++
 			}
 			if j < len(cs) && cs[j].Owner == m.Owner {
@@ -276,7 +275,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 		j := 0
 		for _, m := range s.prefix.Entries() {
 			o := Owner{Worker: m.Owner.Worker, Rank: m.Owner.Rank}
-			for j < len(cs) && ownerLess(cs[j].Owner, o) {
+			for j < len(cs) && cs[j].Owner.Compare(o) < 0 {
 				j++
 			}
 			if j < len(cs) && cs[j].Owner == o {
@@ -302,19 +301,9 @@ func loadsAligned(ls []load.RankLoad, cands []candidate) bool {
 	return true
 }
 
-// ownerLess orders owners by (worker, rank).
-func ownerLess(a, b Owner) bool {
-	return a.Worker < b.Worker || (a.Worker == b.Worker && a.Rank < b.Rank)
-}
-
 // findCand binary-searches the (worker, rank)-sorted candidate list.
 func findCand(cs []scored, o Owner) int {
-	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o Owner) int {
-		if c := cmp.Compare(s.Owner.Worker, o.Worker); c != 0 {
-			return c
-		}
-		return cmp.Compare(s.Owner.Rank, o.Rank)
-	})
+	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o Owner) int { return s.Owner.Compare(o) })
 	if !ok {
 		return -1
 	}

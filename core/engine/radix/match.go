@@ -289,10 +289,6 @@ func (ix *Index) emit(m *Match) {
 	m.Owners = out
 }
 
-func ownerMatch(o Owner, c [NumTiers]int32) OwnerMatch {
-	return OwnerMatch{Owner: o, Device: c[0], HostExt: c[1], DiskExt: c[2], ExternalExt: c[3]}
-}
-
 // ExternalPrefix appends to dst o's external hashes of the first n nodes along the local path
 // (entry i belongs to request block i) and returns the extended slice. It stops early where the
 // path leaves the index or o holds no tier of the node.

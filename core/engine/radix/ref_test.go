@@ -373,3 +373,8 @@ func mapsEqual(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// ownerMatch builds the OwnerMatch the reference model expects from per-tier counts.
+func ownerMatch(o Owner, c [NumTiers]int32) OwnerMatch {
+	return OwnerMatch{Owner: o, Device: c[0], HostExt: c[1], DiskExt: c[2], ExternalExt: c[3]}
+}

@@ -76,12 +76,3 @@ func growLen[T any](x []T, n int) []T {
 	copy(y, x)
 	return y
 }
-
-// classFor is the smallest class whose capacity holds n entries.
-func classFor(n int) uint8 {
-	c := uint8(0)
-	for 1<<c < n {
-		c++
-	}
-	return c
-}
