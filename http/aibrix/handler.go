@@ -214,9 +214,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := AppendResponse(body[:0], &resp)
 	*buf = out
 	hd := w.Header()
-	hd["Content-Type"] = []string{MediaType}
+	hd["Content-Type"] = mediaTypeHeader
 	hd["Content-Length"] = []string{strconv.Itoa(len(out))}
-	hd["Cache-Control"] = []string{"no-store"}
+	hd["Cache-Control"] = noStoreHeader
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -287,15 +287,25 @@ func checkMediaType(hd http.Header) *Problem {
 	return &Problem{Type: ProblemUnsupportedMedia, Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType, Detail: detail}
 }
 
+// Shared header values of successful responses. net/http only reads header values, and
+// Header.Set/Add never write into an existing slice of length = capacity 1, so sharing them
+// saves two allocations per response.
+var (
+	mediaTypeHeader = []string{MediaType}
+	noStoreHeader   = []string{"no-store"}
+)
+
 // readBody reads at most maxBody bytes into dst, answering 413 beyond. A
 // declared Content-Length over the cap is refused before reading anything;
 // chunked bodies are cut off by http.MaxBytesReader, which also tells the
 // server to close the connection instead of draining an oversized body.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, *Problem) {
-	tooLarge := &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-		Detail: "the request body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"}
+	tooLarge := func() *Problem {
+		return &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+			Detail: "the request body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"}
+	}
 	if r.ContentLength > h.maxBody {
-		return dst, tooLarge
+		return dst, tooLarge()
 	}
 	if r.Body == nil {
 		return dst, nil
@@ -313,7 +323,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, dst []byte) (
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return dst, tooLarge
+				return dst, tooLarge()
 			}
 			return dst, &Problem{Type: ProblemMalformedJSON, Title: "Unreadable body", Status: http.StatusBadRequest,
 				Detail: "the request body could not be read completely"}
