@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natstest"
 )
 
 // The shipped cluster definitions, run for real on loopback: three nats-servers from the NATS
@@ -142,15 +142,7 @@ func TestShippedNATSClusterForms(t *testing.T) {
 			opts.Routes[j] = u
 		}
 		opts.NoSigs, opts.NoLog = true, true
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatalf("%s: %v", pod, err)
-		}
-		go s.Start()
-		t.Cleanup(s.Shutdown)
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("%s not ready", pod)
-		}
+		s := natstest.RunServerWithOptions(t, opts)
 		if s.JetStreamEnabled() {
 			t.Errorf("%s runs JetStream", pod)
 		}

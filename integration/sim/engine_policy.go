@@ -12,13 +12,12 @@ import (
 // prefill_complete and free as the request progresses, and the workers' KV events applied to the
 // engine's index as they happen. It is also the EventSink to pass to Run.
 type EnginePolicy struct {
-	name  string
-	eng   *engine.Engine
-	now   func() float64
-	model *string
-	ids   []string
-	evs   [1]engine.KVEvent
-	hs    []int64
+	name string
+	eng  *engine.Engine
+	now  func() float64
+	ids  []string
+	evs  [1]engine.KVEvent
+	hs   []int64
 }
 
 // NewEnginePolicy builds an engine with cfg and registers workers 1..n (rank 0, 512-token
