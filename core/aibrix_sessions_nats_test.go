@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus/natstest"
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Two Services on a real nats-server, each serving the AIBrix decision handler (in process)
@@ -190,15 +191,14 @@ func BenchmarkAIBrixSessionPropagation(b *testing.B) {
 	for b.Loop() {
 		want := targets[i%2]
 		sa.Bind(key, want, time.Minute, time.Now())
-		deadline := time.Now().Add(syncTimeout)
-		for {
-			if got, ok := sb.Get(key, time.Now()); ok && got == want {
-				break
+		err := poll.Poll(syncTimeout, 20*time.Microsecond, func() error {
+			if got, ok := sb.Get(key, time.Now()); !ok || got != want {
+				return fmt.Errorf("binding %d did not reach b", i)
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("binding %d did not reach b", i)
-			}
-			time.Sleep(20 * time.Microsecond) // polling interval, not synchronisation
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
 		}
 		i++
 	}

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/bus/kvlisten"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Tests of listener reconciliation inside the service: which (worker, rank) keeps its
@@ -185,13 +188,15 @@ func TestReconcileWhileApplying(t *testing.T) {
 		return st.Watermark, st.HasWatermark
 	}
 	// Warm up past the slow joiner: publish empty batches until one is applied.
-	deadline := time.Now().Add(20 * time.Second)
-	for _, ok := applied(); !ok; _, ok = applied() {
-		if time.Now().After(deadline) {
-			t.Fatal("listener never applied a batch")
+	warmErr := poll.Poll(20*time.Second, 5*time.Millisecond, func() error {
+		if _, ok := applied(); ok {
+			return nil
 		}
 		send(ingestBatch(0))
-		time.Sleep(5 * time.Millisecond) // publishing interval while polling
+		return errors.New("listener never applied a batch")
+	})
+	if warmErr != nil {
+		t.Fatal(warmErr)
 	}
 	base, warm := svc.Stats().KVBatches, first.State() // warm-up may have lost batches
 
@@ -217,12 +222,14 @@ func TestReconcileWhileApplying(t *testing.T) {
 	// Every streamed batch must be applied: the watermark reaches the last seq without a gap
 	// or restart beyond what the warm-up already saw.
 	last := start + batches - 1
-	deadline = time.Now().Add(30 * time.Second)
-	for w, _ := applied(); w < last; w, _ = applied() {
-		if time.Now().After(deadline) {
-			t.Fatalf("watermark %d, want %d", w, last)
+	err := poll.Poll(30*time.Second, time.Millisecond, func() error {
+		if w, _ := applied(); w < last {
+			return fmt.Errorf("watermark %d, want %d", w, last)
 		}
-		time.Sleep(time.Millisecond) // polling interval
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if l := ingestListeners(svc)[own(1, 0)]; l != first {
 		t.Fatal("PATCH with unchanged endpoints replaced the listener")
