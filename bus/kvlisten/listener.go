@@ -27,8 +27,7 @@ type Listener struct {
 	wm       watermark
 	epoch    uint64 // connection epoch of the last processed batch
 	seed     maphash.Seed
-	lastHash uint64 // hash of the payload applied as wm.w (replay only)
-	hasHash  bool
+	lastHash uint64 // hash of the payload applied as wm.w, valid while wm.set (replay only)
 }
 
 // Start validates cfg, applies defaults and starts the listener's goroutines.

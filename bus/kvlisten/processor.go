@@ -10,8 +10,9 @@ import "hash/maphash"
 //     publisher incarnation (replayed batches fill [W+1, S) before S);
 //   - Handler.Restarted is called before any batch of the new incarnation;
 //   - l.wm only moves forward, except when a restart unsets it;
-//   - l.lastHash is the hash of the payload applied as l.wm.w whenever
-//     l.hasHash is true (maintained only when replay is configured).
+//   - with replay configured, l.lastHash is the hash of the payload applied
+//     as l.wm.w whenever l.wm.set (every apply sets both; a restart unsets
+//     the watermark).
 //
 // Phases: while the gate is closed, live batches are only buffered; when it
 // opens the buffer is handled in arrival order, then the live queue.
@@ -130,7 +131,7 @@ func (l *Listener) repair(from, to uint64, verify bool) {
 		}
 		return
 	}
-	verifying := verify && l.wm.set && l.hasHash && from > 0 && l.wm.w == from-1
+	verifying := verify && l.wm.set && from > 0 && l.wm.w == from-1
 	start := from
 	if verifying {
 		start = l.wm.w
@@ -205,7 +206,7 @@ func (l *Listener) apply(seq uint64, payload []byte, replayed bool) {
 	}
 	l.wm = watermark{set: true, w: seq}
 	if l.rp != nil {
-		l.lastHash, l.hasHash = maphash.Bytes(l.seed, payload), true
+		l.lastHash = maphash.Bytes(l.seed, payload)
 	}
 	l.state.update(func(s *State) {
 		s.Batches++
@@ -227,5 +228,4 @@ func (l *Listener) restart(seq uint64, why string) {
 	})
 	l.cfg.Handler.Restarted(prev, seq)
 	l.wm = watermark{}
-	l.hasHash = false
 }
