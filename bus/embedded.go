@@ -100,11 +100,12 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	return e, nil
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
+// orDefault returns v, or def when v is zero or negative (an unset option).
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
 		return def
 	}
-	return d
+	return v
 }
 
 // serverOptions translates opts; it never returns options that combine a

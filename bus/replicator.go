@@ -176,9 +176,9 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, defaultHeartbeat)
-	cfg.OutboundQueue = orDefaultInt(cfg.OutboundQueue, defaultOutboundQueue)
-	cfg.LifecycleQueue = orDefaultInt(cfg.LifecycleQueue, defaultLifecycleQueue)
-	cfg.AffinityQueue = orDefaultInt(cfg.AffinityQueue, defaultAffinityQueue)
+	cfg.OutboundQueue = orDefault(cfg.OutboundQueue, defaultOutboundQueue)
+	cfg.LifecycleQueue = orDefault(cfg.LifecycleQueue, defaultLifecycleQueue)
+	cfg.AffinityQueue = orDefault(cfg.AffinityQueue, defaultAffinityQueue)
 	if cfg.BootID == 0 {
 		cfg.BootID = NewBootID()
 	}
@@ -226,13 +226,6 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 	go r.dispatch()
 	go r.publishLoop(mrand.New(mrand.NewPCG(r.boot, uint64(r.startedAt))))
 	return r, nil
-}
-
-func orDefaultInt(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // ReplicaID returns this replica's id.
