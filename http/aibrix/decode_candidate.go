@@ -152,15 +152,17 @@ func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
 // byte bound is the Gateway's (it refuses longer ids before sending); the
 // schema's maxLength counts characters, so bytes is the stricter reading
 // and every id the Gateway can send passes.
+// The rule itself is validCandidateID's, shared with the fast decoder; this
+// only explains a rejection.
 func checkCandidateID(field, s string) error {
-	if len(s) > MaxIDBytes {
+	switch {
+	case validCandidateID(s):
+		return nil
+	case len(s) > MaxIDBytes:
 		return invalid(field, titleValue, "must be at most %d bytes, got %d", MaxIDBytes, len(s))
-	}
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || slash == len(s)-1 || strings.IndexByte(s[slash+1:], '/') >= 0 {
+	default:
 		return invalid(field, titleValue, "must be namespace/pod-name with exactly one '/', got %q", s)
 	}
-	return nil
 }
 
 // decodePorts appends the ports to *ar and returns the window holding them.

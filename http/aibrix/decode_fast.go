@@ -42,12 +42,27 @@ const fastMaxPooled = 4096
 
 // decodeFast decodes a valid, ordinarily spelled request in one pass; ok
 // is false when it gave up (see the file comment). It never panics.
-func decodeFast(body []byte) (req *Request, ok bool) {
+func decodeFast(body []byte) (*Request, bool) {
+	out := new(Request)
+	if !decodeFastInto(body, out, nil) {
+		return nil, false
+	}
+	return out, true
+}
+
+// decodeFastInto is decodeFast writing into out, reusing st's arrays when st
+// is not nil; out is untouched when it gives up.
+func decodeFastInto(body []byte, out *Request, st *requestSlot) bool {
 	f := fastPool.Get().(*fastDecoder)
-	req, ok = f.decode(body)
+	var req Request
+	var ctx [2]int32
+	ok := f.parse(body, &req, &ctx)
+	if ok {
+		f.buildInto(out, &req, ctx, st)
+	}
 	f.release()
 	fastPool.Put(f)
-	return req, ok
+	return ok
 }
 
 // release drops every reference to the body so the pooled decoder pins
@@ -64,14 +79,6 @@ func (f *fastDecoder) release() {
 }
 
 // decode parses body and builds a new Request.
-func (f *fastDecoder) decode(body []byte) (*Request, bool) {
-	var req Request
-	var ctx [2]int32
-	if !f.parse(body, &req, &ctx) {
-		return nil, false
-	}
-	return f.build(&req, ctx), true
-}
 
 // parse reads the root object (apiVersion, kind, metadata, spec, unknown
 // members, then nothing but whitespace) into the scratch: req receives the
@@ -374,7 +381,7 @@ func (f *fastDecoder) candidate() bool {
 	return true
 }
 
-// validCandidateID is checkCandidateID without the error: at most
+// validCandidateID is the candidate id rule both decoders apply: at most
 // MaxIDBytes bytes with exactly one '/', text on both sides.
 func validCandidateID(s string) bool {
 	slash := strings.IndexByte(s, '/')
@@ -481,18 +488,11 @@ func (f *fastDecoder) ratio() (float64, bool) {
 	return x, true
 }
 
-// build turns the scratch into a new Request: one array for candidates,
-// one for ports, one for attributes, each candidate holding full-capacity-
-// limited windows (len == cap) so appending to one can never overwrite
-// another's.
-func (f *fastDecoder) build(req *Request, ctx [2]int32) *Request {
-	out := new(Request)
-	f.buildInto(out, req, ctx, nil)
-	return out
-}
-
-// buildInto is build writing into out, reusing the arrays of out and of
-// st when st is non-nil (a handler's pooled Request; see requestSlot).
+// buildInto turns the scratch into out: one array for candidates, one for
+// ports, one for attributes, each candidate holding full-capacity-limited
+// windows (len == cap) so appending to one can never overwrite another's.
+// With st non-nil (a handler's pooled Request; see requestSlot) the arrays
+// of st are reused; otherwise they are new.
 func (f *fastDecoder) buildInto(out *Request, req *Request, ctx [2]int32, st *requestSlot) {
 	var ports []int
 	var attrs Attributes
@@ -541,16 +541,7 @@ type requestSlot struct {
 // it, and otherwise returns DecodeRequest's fresh Request or error. The
 // result is valid until release.
 func (st *requestSlot) decode(body []byte) (*Request, error) {
-	f := fastPool.Get().(*fastDecoder)
-	var req Request
-	var ctx [2]int32
-	ok := f.parse(body, &req, &ctx)
-	if ok {
-		f.buildInto(&st.req, &req, ctx, st)
-	}
-	f.release()
-	fastPool.Put(f)
-	if ok {
+	if decodeFastInto(body, &st.req, st) {
 		return &st.req, nil
 	}
 	return decodeTree(body)
