@@ -144,23 +144,13 @@ func preferredTaintMultiplier(have map[string]struct{}, pref map[string]float32)
 // is eligible.
 func (e *Engine) pick(cs []scored, temperature float64) int {
 	if temperature <= 0 {
-		best, ties := -1, 0
+		a := argmin{best: -1, rng: e.rng}
 		for i := range cs {
-			if !cs[i].eligible {
-				continue
-			}
-			switch {
-			case best < 0 || cs[i].cost < cs[best].cost:
-				best, ties = i, 1
-			case cs[i].cost == cs[best].cost:
-				// Reservoir sampling: the k-th tie replaces the choice with probability 1/k.
-				ties++
-				if e.rng.IntN(ties) == 0 {
-					best = i
-				}
+			if cs[i].eligible {
+				a.offer(i, cs[i].cost)
 			}
 		}
-		return best
+		return a.best
 	}
 	return e.softmax(cs, temperature)
 }

@@ -218,10 +218,10 @@ func (e *Engine) admitFast(p *partition, elig []bool) error {
 	return overloaded()
 }
 
-// argmin is pick's temperature-0 rule as a running state: the first strictly smaller cost takes
-// over, and the k-th tie with the running best replaces it with probability 1/k (one
-// rng.IntN(k) draw per tie, exactly as pick draws). A NaN cost never wins unless it comes first,
-// as in pick. best is -1 until something is offered.
+// argmin is the temperature-0 rule of pick and of the fast path as a running state: the first
+// strictly smaller cost takes over, and the k-th tie with the running best replaces it with
+// probability 1/k (reservoir sampling, one rng.IntN(k) draw per tie). A NaN cost never wins
+// unless it comes first. best is -1 until something is offered.
 type argmin struct {
 	best, ties int
 	cost       float64
