@@ -65,7 +65,7 @@ const maxOwners = 1 << maxClass
 // Invariants:
 //   - byOwner[list[i].o] == i for every live index i; a freed index is on freeIdx and absent from
 //     byOwner and sorted.
-//   - sorted holds the live indices ordered by Owner; list[i].rank is i's position in sorted.
+//   - sorted holds the live indices ordered by Owner; rankOf[i] is i's position in sorted.
 //   - list[i].entries is the number of (node, owner i) entries in the index. An index is freed as
 //     soon as it drops to zero, so live owners are exactly the owners holding something.
 //
@@ -76,8 +76,8 @@ type owners struct {
 	list    []ownerInfo
 	sorted  []uint32
 	freeIdx []uint32
-	// rankOf[i] == list[i].rank and byRank[r] == list[sorted[r]].o: dense copies for Match's
-	// hot loops (4 and 16 bytes per owner instead of a 32-byte ownerInfo).
+	// rankOf (the only record of a live index's rank) and byRank[r] == list[sorted[r]].o are
+	// dense for Match's hot loops (4 and 16 bytes per owner instead of a 24-byte ownerInfo).
 	rankOf []uint32
 	byRank []Owner
 	// version counts changes of the live set (an intern of a new owner, a release): ranks are
@@ -88,7 +88,6 @@ type owners struct {
 type ownerInfo struct {
 	o       Owner
 	entries int
-	rank    uint32
 }
 
 func (ot *owners) lookup(o Owner) (uint32, bool) {
@@ -128,7 +127,7 @@ func (ot *owners) intern(o Owner) (idx uint32, ok bool) {
 
 // release frees idx (whose entry count must be zero) for reuse.
 func (ot *owners) release(idx uint32) {
-	pos := int(ot.list[idx].rank)
+	pos := int(ot.rankOf[idx])
 	ot.sorted = slices.Delete(ot.sorted, pos, pos+1)
 	ot.renumber(pos)
 	ot.version++
@@ -142,7 +141,6 @@ func (ot *owners) renumber(from int) {
 	for p := 0; p < len(ot.sorted); p++ {
 		i := ot.sorted[p]
 		if p >= from {
-			ot.list[i].rank = uint32(p)
 			ot.rankOf[i] = uint32(p)
 		}
 		ot.byRank[p] = ot.list[i].o
@@ -153,6 +151,6 @@ func (ot *owners) live() int { return len(ot.sorted) }
 
 func (ot *owners) bytes() int {
 	// Rough: map entries (~48 B each with overhead) plus the dense slices.
-	return len(ot.byOwner)*48 + cap(ot.list)*32 + cap(ot.sorted)*4 + cap(ot.freeIdx)*4 +
+	return len(ot.byOwner)*48 + cap(ot.list)*24 + cap(ot.sorted)*4 + cap(ot.freeIdx)*4 +
 		cap(ot.rankOf)*4 + cap(ot.byRank)*16
 }

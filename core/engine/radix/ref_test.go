@@ -319,8 +319,8 @@ func checkInvariants(t testing.TB, ix *Index) {
 		}
 	}
 	for r, i := range ix.own.sorted {
-		if ix.own.list[i].rank != uint32(r) {
-			t.Fatalf("owner %d rank %d at position %d", i, ix.own.list[i].rank, r)
+		if ix.own.rankOf[i] != uint32(r) {
+			t.Fatalf("owner %d rank %d at position %d", i, ix.own.rankOf[i], r)
 		}
 		if r > 0 && ix.own.list[ix.own.sorted[r-1]].o.Compare(ix.own.list[i].o) >= 0 {
 			t.Fatalf("owners not sorted at %d", r)
