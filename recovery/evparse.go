@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -303,29 +304,18 @@ func (s *scan) str() ([]byte, error) {
 	if s.peek() != '"' {
 		return nil, badValue("expected a string")
 	}
-	start := s.i
-	s.i++
-	escaped := false
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '\\':
-			escaped = true
-			s.i += 2
-			continue
-		case '"':
-			s.i++
-			if !escaped {
-				return s.b[start+1 : s.i-1], nil
-			}
-			var out string
-			if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
-				return nil, badValue("bad string: %v", err)
-			}
-			return []byte(out), nil
-		}
-		s.i++
+	start, err := s.rawStr()
+	if err != nil {
+		return nil, err
 	}
-	return nil, badValue("unterminated string")
+	if raw := s.b[start+1 : s.i-1]; bytes.IndexByte(raw, '\\') < 0 {
+		return raw, nil
+	}
+	var out string
+	if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
+		return nil, badValue("bad string: %v", err)
+	}
+	return []byte(out), nil
 }
 
 // uint reads a non-negative integer that fits in bits bits. Fractions, exponents and signs are
