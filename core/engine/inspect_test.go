@@ -492,3 +492,34 @@ func TestApproximateMode(t *testing.T) {
 	}
 	e.Sweep(t0.Add(time.Hour)) // must not trip over the dropped owner's queued expiries
 }
+
+// TestApplyStoredTruncation: a stored event indexes exactly the blocks whose token window is
+// complete (blockSize tokens, one more for Eagle layouts) and counts one truncation when its
+// tokens end before its hashes do. The reference is the window arithmetic itself.
+func TestApplyStoredTruncation(t *testing.T) {
+	const bs, hashes = 4, 3
+	for _, eagle := range []bool{false, true} {
+		window := bs
+		if eagle {
+			window++
+		}
+		for n := 0; n <= hashes*bs+2; n++ {
+			want := 0
+			for want < hashes && want*bs+window <= n {
+				want++
+			}
+			e := newEngine(t, nil)
+			mustUpsert(t, e, spec(1, dp(0, 1)))
+			ev := KVEvent{Kind: KVStored, Tier: TierOf("device"), BlockSize: bs, Eagle: eagle,
+				TokenIDs: toks(0, n), BlockHashes: []uint64{101, 102, 103}}
+			st := e.ApplyKVEvents(Owner{Worker: 1}, []KVEvent{ev})
+			truncated := 0
+			if want < hashes {
+				truncated = 1
+			}
+			if st.StoredBlocks != want || st.Truncated != truncated {
+				t.Errorf("eagle=%v, %d tokens: stored %d truncated %d, want %d and %d", eagle, n, st.StoredBlocks, st.Truncated, want, truncated)
+			}
+		}
+	}
+}

@@ -126,14 +126,16 @@ func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStat
 	if ev.Eagle {
 		window = bs + 1
 	}
+	// Only blocks whose tokens are complete are stored (kvhash's definition, shared with prompt
+	// hashing); a shorter token list truncates the chain.
+	n := min(len(ev.BlockHashes), kvhash.BlockCount(len(ev.TokenIDs), bs, ev.Eagle))
+	if n < len(ev.BlockHashes) {
+		st.Truncated++
+	}
 	seed := kvhash.BlockSeed(ev.LoraName, ev.CacheSalt)
 	blocks := e.scratch.stored[:0]
-	for i, ext := range ev.BlockHashes {
+	for i, ext := range ev.BlockHashes[:n] {
 		lo := i * bs
-		if lo+window > len(ev.TokenIDs) {
-			st.Truncated++
-			break
-		}
 		var mm []uint64
 		if i < len(ev.MMHashes) {
 			mm = ev.MMHashes[i]
