@@ -66,13 +66,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "policy\thit rate\tavailable\tTTFT p50 ms\tTTFT p99 ms\tTTFT mean ms\tload CV\tqueued\trejected\t\n")
 		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", r.Policy, 100*r.HitRate, 100*r.AvailHit, r.TTFTP50, r.TTFTP99, r.TTFTMean, r.LoadCV, r.Queued, r.Rejected)
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", r.Policy, 100*r.HitRate, 100*r.AvailHit, r.TTFTP50, r.TTFTP99, r.TTFTMean, r.LoadCV, r.Queued, r.Rejected)
 		}
 		tw.Flush()
 		if len(results) > 0 {
 			fmt.Fprintf(stdout, "available = hit rate if every prefill had used the longest prefix cached on any worker\n")
-			fmt.Fprintf(stdout, "ideal hit rate (infinite single cache): %.1f%%; workers %d, capacity %d blocks, speedup %g\n",
-				100*results[0].IdealHit, *workers, *capacity, *speedup)
+			fmt.Fprintf(stdout, "ideal hit rate: %.1f%% with one cache of the fleet's %d blocks, %.1f%% with an infinite one; workers %d, capacity %d blocks, speedup %g\n",
+				100*results[0].IdealHitAtCapacity, *workers**capacity, 100*results[0].IdealHit, *workers, *capacity, *speedup)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -92,5 +93,46 @@ func TestIdealHitRate(t *testing.T) {
 	want := 1024.0 / (1024 + 1536 + 100)
 	if got := IdealHitRate(reqs); got != want {
 		t.Fatalf("IdealHitRate = %v, want %v", got, want)
+	}
+}
+
+func TestIdealHitRateAt(t *testing.T) {
+	blocks := func(ids ...uint64) Request { return Request{Input: len(ids) * TraceBlockTokens, Blocks: ids} }
+	a, b, c := blocks(1, 2), blocks(3), blocks(4)
+	cases := []struct {
+		name     string
+		reqs     []Request
+		capacity int
+		hitReqs  []int // indices of the requests whose whole prompt is reused
+	}{
+		// A, B, A (refreshes 1 and 2), then C evicts the least recently used block, 3: A hits
+		// again and B misses.
+		{"lru-order", []Request{a, b, a, c, a, b}, 3, []int{2, 4}},
+		// With room for everything every repeat hits.
+		{"no-eviction", []Request{a, b, a, c, b, a}, 4, []int{2, 4, 5}},
+		// Two blocks of room: each new prompt evicts the previous one.
+		{"thrash", []Request{a, blocks(5, 6), a}, 2, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var hit, total float64
+			for i, r := range tc.reqs {
+				total += float64(r.Input)
+				if slices.Contains(tc.hitReqs, i) {
+					hit += float64(r.Input)
+				}
+			}
+			if got := IdealHitRateAt(tc.reqs, tc.capacity); got != hit/total {
+				t.Fatalf("IdealHitRateAt = %v, want %v", got, hit/total)
+			}
+		})
+	}
+	// An unbounded cache is IdealHitRate, and a cache bounds reuse from above.
+	reqs := []Request{a, b, a, c, blocks(1, 2, 7), b}
+	if got, want := IdealHitRateAt(reqs, 1<<20), IdealHitRate(reqs); got != want {
+		t.Fatalf("unbounded: %v, want IdealHitRate %v", got, want)
+	}
+	if IdealHitRateAt(reqs, 2) > IdealHitRate(reqs) || IdealHitRateAt(reqs, 0) != 0 {
+		t.Fatal("a bounded cache must not beat an infinite one, and no cache reuses nothing")
 	}
 }

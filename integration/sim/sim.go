@@ -17,17 +17,20 @@ type Config struct {
 
 // Result is one policy's outcome on a trace.
 type Result struct {
-	Policy    string  `json:"policy"`
-	Requests  int     `json:"requests"`
-	HitRate   float64 `json:"hit_rate"`
-	TTFTP50   float64 `json:"ttft_p50_ms"`
-	TTFTP99   float64 `json:"ttft_p99_ms"`
-	TTFTMean  float64 `json:"ttft_mean_ms"`
-	LoadCV    float64 `json:"load_cv"`
-	Queued    int     `json:"queued"`
-	Rejected  int     `json:"rejected"`
-	IdealHit  float64 `json:"ideal_hit_rate"`
-	MakespanS float64 `json:"makespan_s"`
+	Policy   string  `json:"policy"`
+	Requests int     `json:"requests"`
+	HitRate  float64 `json:"hit_rate"`
+	TTFTP50  float64 `json:"ttft_p50_ms"`
+	TTFTP99  float64 `json:"ttft_p99_ms"`
+	TTFTMean float64 `json:"ttft_mean_ms"`
+	LoadCV   float64 `json:"load_cv"`
+	Queued   int     `json:"queued"`
+	Rejected int     `json:"rejected"`
+	IdealHit float64 `json:"ideal_hit_rate"`
+	// IdealHitAtCapacity is IdealHitRateAt(workers × capacity): the reuse of one LRU cache as
+	// large as the whole fleet's, the ceiling the routing-quality targets are stated against.
+	IdealHitAtCapacity float64 `json:"ideal_hit_rate_at_capacity"`
+	MakespanS          float64 `json:"makespan_s"`
 
 	// AvailHit is the token hit rate the run would have had if every prefill had used the longest
 	// prefix cached on any worker when it started: the ceiling routing could reach given the
@@ -164,7 +167,8 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		s.push(reqs[i].ArrivalMS/cfg.Speedup, evArrival, i)
 	}
 	view := &View{sim: s}
-	res := Result{Policy: pol.Name(), Requests: len(reqs), IdealHit: IdealHitRate(reqs)}
+	res := Result{Policy: pol.Name(), Requests: len(reqs), IdealHit: IdealHitRate(reqs),
+		IdealHitAtCapacity: IdealHitRateAt(reqs, cfg.Workers*cfg.CapacityBlocks)}
 	var hitTok, availTok, totalTok float64
 	for s.q.Len() > 0 {
 		ev := heap.Pop(&s.q).(event)
