@@ -17,9 +17,9 @@ type Config struct {
 	// tokens (defaults: the Dynamo mocker's polynomial).
 	PrefillModelA, PrefillModelB, PrefillModelC float64
 	// AffinityWeight is the kvselect policy's value of keeping a cached prefix where it is, in
-	// multiples of the linear prefill time the cached tokens save (default 60), discounted by
+	// multiples of the linear prefill time the cached tokens save (default 30), discounted by
 	// 1/(1 + queue_ms/AffinityQueueMS) so that a heavily queued rank loses its pull (default
-	// 3000 ms).
+	// 2000 ms).
 	AffinityWeight             float64
 	AffinityQueueMS            float64
 	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
@@ -87,8 +87,8 @@ func DefaultConfig() Config {
 		PrefillModelA:            4.209989e-07,
 		PrefillModelB:            1.518344e-02,
 		PrefillModelC:            16.50142,
-		AffinityWeight:           60,
-		AffinityQueueMS:          3000,
+		AffinityWeight:           30,
+		AffinityQueueMS:          2000,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
