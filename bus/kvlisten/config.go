@@ -18,6 +18,9 @@ const (
 	DefaultRestartWindow = 1024
 	DefaultBufferBatches = 4096
 	DefaultBufferBytes   = 32 << 20
+	// DefaultMaxMessageBytes bounds one inbound ZMTP message. A vLLM or SGLang batch is a few
+	// KiB; a step storing a million tokens' blocks with their token ids is about 5 MiB.
+	DefaultMaxMessageBytes = 16 << 20
 	// DefaultQueueLen bounds the hand-off between the receiver and the
 	// processor goroutine; when it is full the receiver stops reading and
 	// back-pressure reaches the engine's PUB high-water mark.
@@ -74,6 +77,11 @@ type Config struct {
 	BufferBytes   int
 	// QueueLen is the capacity of the receiver-to-processor queue.
 	QueueLen int
+	// MaxMessageBytes bounds an inbound ZMTP message (the sum of its frames) and a command
+	// frame on every tcp:// and ipc:// connection the listener dials (libzmq's
+	// ZMQ_MAXMSGSIZE). A peer that announces more is disconnected before anything is
+	// allocated for it, and the listener redials (see frameguard.go).
+	MaxMessageBytes int
 }
 
 // withDefaults returns a copy of c with zero fields replaced by defaults and
@@ -116,6 +124,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.QueueLen <= 0 {
 		c.QueueLen = DefaultQueueLen
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	return c, nil
 }

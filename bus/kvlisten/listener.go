@@ -54,9 +54,10 @@ func Start(ctx context.Context, cfg Config) (*Listener, error) {
 	}
 	if cfg.ReplayEndpoint != "" {
 		l.rp = &replayer{
-			ep:      cfg.ReplayEndpoint,
-			timeout: cfg.ReplayTimeout,
-			log:     l.log,
+			ep:         cfg.ReplayEndpoint,
+			timeout:    cfg.ReplayTimeout,
+			maxMessage: cfg.MaxMessageBytes,
+			log:        l.log,
 			onMalformed: func(err error) {
 				l.state.update(func(s *State) { s.Malformed++ })
 				l.log.Warn("kv events: malformed replay reply", "err", err)

@@ -25,12 +25,12 @@ func (l *Listener) receive() {
 	defer l.wg.Done()
 	var epoch uint64
 	for attempt := 0; ; attempt++ {
-		s, err := dialSocket(l.ctx, zmq4.NewSub, l.cfg.Endpoint, l.cfg.DialTimeout, l.log,
+		s, err := dialSocket(l.ctx, zmq4.NewSub, l.cfg.Endpoint, l.cfg.DialTimeout, l.cfg.MaxMessageBytes, l.log,
 			func(s zmq4.Socket) error { return s.SetOption(zmq4.OptionSubscribe, l.cfg.Topic) })
 		if err == nil {
 			epoch++
 			l.state.setConnected(true, nil)
-			l.log.Info("kv events connected", "endpoint", l.cfg.Endpoint, "epoch", epoch)
+			l.log.Info("kv events connected", "epoch", epoch)
 			err = l.recvLoop(s, epoch)
 			s.closeAndDrain()
 			attempt = 0
@@ -40,9 +40,9 @@ func (l *Listener) receive() {
 		}
 		l.state.setConnected(false, err)
 		if attempt == 0 {
-			l.log.Warn("kv events connection failed; retrying", "endpoint", l.cfg.Endpoint, "err", err)
+			l.log.Warn("kv events connection failed; retrying", "err", err)
 		} else {
-			l.log.Debug("kv events dial retry", "endpoint", l.cfg.Endpoint, "attempt", attempt, "err", err)
+			l.log.Debug("kv events dial retry", "attempt", attempt, "err", err)
 		}
 		if !l.sleep(backoff(l.cfg.MinBackoff, l.cfg.MaxBackoff, attempt)) {
 			return
@@ -67,7 +67,7 @@ func (l *Listener) recvLoop(s *zsock, epoch uint64) error {
 			var n uint64
 			l.state.update(func(s *State) { s.Malformed++; n = s.Malformed })
 			if n&(n-1) == 0 { // log the 1st, 2nd, 4th, 8th... occurrence
-				l.log.Warn("kv events: dropping malformed message", "endpoint", l.cfg.Endpoint, "count", n, "err", err)
+				l.log.Warn("kv events: dropping malformed message", "count", n, "err", err)
 			}
 			continue
 		}

@@ -19,7 +19,9 @@ import (
 type replayer struct {
 	ep      string
 	timeout time.Duration
-	log     *slog.Logger
+	// maxMessage bounds each inbound message (Config.MaxMessageBytes).
+	maxMessage int
+	log        *slog.Logger
 	// onMalformed is called for every reply that parseReplay rejects.
 	onMalformed func(error)
 }
@@ -30,7 +32,7 @@ type replayer struct {
 // for r.timeout. The dial is bounded by r.timeout too. Errors wrap ErrReplay,
 // or are ctx.Err() when ctx ended. fn may retain the payload.
 func (r *replayer) fetch(ctx context.Context, start uint64, fn func(seq uint64, payload []byte) bool) (ended bool, err error) {
-	s, err := dialSocket(ctx, zmq4.NewDealer, r.ep, r.timeout, r.log, nil)
+	s, err := dialSocket(ctx, zmq4.NewDealer, r.ep, r.timeout, r.maxMessage, r.log, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()

@@ -16,7 +16,8 @@ import (
 
 // Private transport schemes registered with go-zeromq. They behave exactly
 // like tcp:// and ipc:// except that a dialled connection is closed as soon
-// as the owning socket's context ends (see boundTransport).
+// as the owning socket's context ends (see boundTransport), and that its reads
+// are checked against the message size limit (see frameGuard).
 const (
 	schemeTCP = "kvlisten-tcp"
 	schemeIPC = "kvlisten-ipc"
@@ -49,7 +50,8 @@ type boundTransport struct {
 	inner transport.Transport
 }
 
-// Dial connects and arranges for the connection to be closed when ctx ends.
+// Dial connects, arranges for the connection to be closed when ctx ends, and
+// wraps it in a frameGuard when ctx carries a message size limit.
 // The AfterFunc registration is released by the context itself when it is
 // cancelled, which always happens when the socket is closed.
 func (t boundTransport) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
@@ -58,7 +60,7 @@ func (t boundTransport) Dial(ctx context.Context, d transport.Dialer, addr strin
 		return nil, err
 	}
 	context.AfterFunc(ctx, func() { _ = c.Close() })
-	return c, nil
+	return guard(ctx, c), nil
 }
 
 // Listen is delegated unchanged (kvlisten only dials).
@@ -93,10 +95,12 @@ type zsock struct {
 // setup (e.g. subscriptions) and dials ep once. The whole dial, TCP connect
 // plus ZMTP handshake, is bounded by timeout: a watchdog cancels the socket
 // context, which aborts the connect or, through boundTransport, the
-// handshake. On failure the socket is already closed. Errors wrap ErrDial.
+// handshake. Every connection's inbound messages are limited to maxMessage
+// bytes (0: no limit). On failure the socket is already closed. Errors wrap
+// ErrDial.
 func dialSocket(ctx context.Context, newSock func(context.Context, ...zmq4.Option) zmq4.Socket,
-	ep string, timeout time.Duration, logger *slog.Logger, setup func(zmq4.Socket) error) (*zsock, error) {
-	sctx, cancel := context.WithCancel(ctx)
+	ep string, timeout time.Duration, maxMessage int, logger *slog.Logger, setup func(zmq4.Socket) error) (*zsock, error) {
+	sctx, cancel := context.WithCancel(withMaxMessage(ctx, maxMessage))
 	s := &zsock{
 		Socket: newSock(sctx,
 			zmq4.WithDialerMaxRetries(0), // kvlisten does its own retries
