@@ -24,6 +24,14 @@
 // ErrNoEndpoints, ErrOverloaded, ErrInternal); match them with errors.Is. The HTTP layer
 // (package http/api) maps them to status codes in one table and is otherwise a thin adapter.
 //
+// # Router queue
+//
+// With router_queue_threshold set, a selection that finds every eligible rank busy waits in a
+// per-partition router queue (fcfs, lcfs or wspt, with priority_jump and strict_priority) and
+// is selected and booked as soon as a rank has room: SelectWait and SelectAndReserveWait, which
+// the HTTP API uses, wait until then, the context ends, or the service closes. Select and
+// SelectAndReserve never wait: they fail with ErrOverloaded (429) instead. See queue_wait.go.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. The selection engine (package core/engine) is a

@@ -223,6 +223,7 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		}
 		ok = s.eng.ApplyReplica(&ev, now)
 		br.ledger.observePeer(&ev, ok)
+		s.drainLocked()
 	}
 	s.mu.Unlock()
 	if h := br.appliedHook.Load(); h != nil {
@@ -237,6 +238,7 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 func (br *BusReplicator) peerRestarted(id string, prev, boot uint64) {
 	br.svc.mu.Lock()
 	n := br.svc.eng.DropPeer(id)
+	br.svc.drainLocked()
 	br.svc.mu.Unlock()
 	br.log.Info("peer restarted; dropped its mirrored bookings", "peer", id, "bookings", n)
 }

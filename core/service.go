@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
@@ -69,6 +70,15 @@ type Service struct {
 	kvBatches     uint64
 	kvUndecodable uint64
 
+	// Router queue (queue.go, queue_wait.go; guarded by mu except queued). parkedIDs holds the
+	// selection ids of parked select_and_reserve requests; queued mirrors q.n for lock-free
+	// reads.
+	q          routerQueue
+	parkedIDs  map[string]struct{}
+	queueStats queueCounters
+	drainKeys  []engine.PartitionKey
+	queued     atomic.Int64
+
 	cfg   Config
 	log   *slog.Logger
 	clock func() time.Time
@@ -122,7 +132,8 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.Engine.ApproximateLRUFallbackWarn {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
-	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot}
+	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot,
+		q: newRouterQueue(cfg.Engine.QueuePolicy, cfg.Clock()), parkedIDs: map[string]struct{}{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -152,6 +163,7 @@ func (s *Service) Close() error {
 		return nil
 	}
 	s.closing = true
+	s.failQueueLocked(errShuttingDown)
 	kv := s.kv
 	s.mu.Unlock()
 	close(s.stop)
@@ -166,6 +178,8 @@ func (s *Service) sweepLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	recheck := time.NewTicker(queueRecheck)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-s.stop:
@@ -174,6 +188,8 @@ func (s *Service) sweepLoop() {
 			if n := s.Sweep(); n > 0 {
 				s.log.Info("expired stale bookings", "count", n)
 			}
+		case <-recheck.C:
+			s.recheckQueue()
 		}
 	}
 }
@@ -184,6 +200,7 @@ func (s *Service) Sweep() int {
 	defer s.mu.Unlock()
 	n := s.eng.Sweep(s.clock())
 	s.flushLocked()
+	s.drainLocked()
 	return n
 }
 
@@ -226,6 +243,7 @@ func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 	}
 	rec, err := s.eng.UpsertWorker(spec)
 	s.flushLocked()
+	s.drainLocked()
 	s.mu.Unlock()
 	if err == nil {
 		s.reconcileListeners(rec.WorkerID)
@@ -241,6 +259,7 @@ func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error
 	s.mu.Lock()
 	rec, err := s.eng.PatchWorker(id, patch)
 	s.flushLocked()
+	s.drainLocked()
 	s.mu.Unlock()
 	if err == nil {
 		s.reconcileListeners(id)
@@ -256,6 +275,7 @@ func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
 	s.mu.Lock()
 	rec, err := s.eng.DeleteWorker(id)
 	s.flushLocked()
+	s.drainLocked()
 	s.mu.Unlock()
 	if err == nil {
 		s.reconcileListeners(id)
@@ -327,6 +347,7 @@ func (s *Service) PrefillComplete(id string) error {
 	defer s.mu.Unlock()
 	err := s.eng.PrefillComplete(id)
 	s.flushLocked()
+	s.drainLocked()
 	return err
 }
 
@@ -343,6 +364,7 @@ func (s *Service) Free(id string) error {
 	defer s.mu.Unlock()
 	err := s.eng.Free(id)
 	s.flushLocked()
+	s.drainLocked()
 	return err
 }
 
@@ -418,7 +440,9 @@ func (s *Service) ApplyAffinity(ev *engine.AffinityEvent) bool {
 func (s *Service) ApplyReplica(ev *engine.ReplicaEvent) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.eng.ApplyReplica(ev, s.clock())
+	ok := s.eng.ApplyReplica(ev, s.clock())
+	s.drainLocked()
+	return ok
 }
 
 // IsShuttingDown reports whether Close has been called.

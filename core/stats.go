@@ -14,6 +14,15 @@ type Stats struct {
 	KVUndecodable     uint64              // batches that failed to decode
 	ListenersByStatus map[string]int      // nil when KV events are off
 	Replication       *bus.Stats          // nil when replication is off
+	Queue             QueueStats
+}
+
+// QueueStats describes the router queue (queue_wait.go).
+type QueueStats struct {
+	Pending    int     // requests parked now
+	Dispatched uint64  // parked requests selected since start (successfully or not)
+	Abandoned  uint64  // parked requests whose caller went away before dispatch
+	WaitSecs   float64 // total time dispatched requests spent parked
 }
 
 // Stats returns a snapshot of the service's counters and sizes.
@@ -25,6 +34,8 @@ func (s *Service) Stats() Stats {
 		KV:                s.kvStats,
 		KVBatches:         s.kvBatches,
 		KVUndecodable:     s.kvUndecodable,
+		Queue: QueueStats{Pending: s.q.n, Dispatched: s.queueStats.dispatched,
+			Abandoned: s.queueStats.abandoned, WaitSecs: s.queueStats.waited.Seconds()},
 	}
 	kv := s.kv
 	s.mu.Unlock()

@@ -221,8 +221,8 @@ type QueueRejection struct {
 }
 
 // admit applies the busy check of the router queue (spec §5.6): when every eligible rank is busy
-// the request is rejected with 429. kvselect answers at once instead of parking the request in a
-// queue; callers retry with their own backoff.
+// the request is rejected with ErrOverloaded. The engine never waits; core's router queue parks
+// such a request and retries it when load drops (core/queue_wait.go).
 func (e *Engine) admit(cs []scored) error {
 	frac := deref(e.cfg.QueueThreshold, math.Inf(1))
 	anyEligible := false

@@ -108,12 +108,15 @@ var (
 	descRecBlocks    = prometheus.NewDesc("kvselect_recovery_blocks", "Blocks recovered at startup.", nil, nil)
 	descRecBytes     = prometheus.NewDesc("kvselect_recovery_bytes", "Snapshot bytes read at startup.", nil, nil)
 	descRecDuration  = prometheus.NewDesc("kvselect_recovery_duration_seconds", "Duration of startup recovery.", nil, nil)
+	descQueued       = prometheus.NewDesc("kvselect_router_queue_pending_requests", "Selections waiting in the router queue.", nil, nil)
+	descQueueOut     = prometheus.NewDesc("kvselect_router_queue_requests_total", "Requests that left the router queue, by outcome.", []string{"outcome"}, nil)
+	descQueueWait    = prometheus.NewDesc("kvselect_router_queue_wait_seconds_total", "Time dispatched requests spent in the router queue.", nil, nil)
 )
 
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
 		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
-		descRecovery, descRecBlocks, descRecBytes, descRecDuration} {
+		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueueOut, descQueueWait} {
 		ch <- d
 	}
 }
@@ -136,6 +139,10 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSessions, float64(p.Sessions), m, g)
 	}
 	gauge(descPending, float64(st.PendingSelections))
+	gauge(descQueued, float64(st.Queue.Pending))
+	counter(descQueueOut, float64(st.Queue.Dispatched), "dispatched")
+	counter(descQueueOut, float64(st.Queue.Abandoned), "abandoned")
+	counter(descQueueWait, st.Queue.WaitSecs)
 	counter(descKVBlocks, float64(st.KV.StoredBlocks), "stored")
 	counter(descKVBlocks, float64(st.KV.RemovedBlocks), "removed")
 	counter(descKVBlocks, float64(st.KV.Cleared), "cleared")

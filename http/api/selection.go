@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -33,9 +34,9 @@ func (h *handlers) selectWorker(w http.ResponseWriter, r *http.Request, _ httpro
 	if !ok {
 		return
 	}
-	resp, err := h.svc.Select(req)
+	resp, err := h.svc.SelectWait(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
+		writeSelectError(w, r, err)
 		return
 	}
 	writeSelectResponse(w, http.StatusOK, resp)
@@ -47,12 +48,21 @@ func (h *handlers) selectAndReserve(w http.ResponseWriter, r *http.Request, _ ht
 		return
 	}
 	req.Advisory = false // select_and_reserve always books
-	resp, err := h.svc.SelectAndReserve(req)
+	resp, err := h.svc.SelectAndReserveWait(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
+		writeSelectError(w, r, err)
 		return
 	}
 	writeSelectResponse(w, http.StatusOK, resp)
+}
+
+// writeSelectError answers a failed selection, unless the request's context ended while it
+// waited in the router queue: the client is gone and there is no one to answer.
+func writeSelectError(w http.ResponseWriter, r *http.Request, err error) {
+	if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return
+	}
+	writeError(w, err)
 }
 
 func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -1,0 +1,56 @@
+package engine
+
+// QueueProbe is what a router queue (core's) needs to know about a selection request before it
+// parks it: the prompt's length and the best effective cached prefix over the ranks the
+// request may use, both in tokens. WSPT ordering weighs a parked request by its uncached work,
+// ISL − Cached, sampled once when it is parked (Dynamo does the same).
+type QueueProbe struct {
+	Partition PartitionKey
+	ISL       uint64
+	Cached    uint64 // ≤ ISL
+}
+
+// ProbeQueue validates req exactly as Select does and measures it for the router queue. It
+// changes nothing and draws no randomness, so probing never perturbs a later selection. Errors
+// are Select's (400/422 validation, 503 no schedulable worker).
+func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
+	if err := req.Validate(); err != nil {
+		return QueueProbe{}, err
+	}
+	key := PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}
+	p, err := e.readyPartition(key)
+	if err != nil {
+		return QueueProbe{}, err
+	}
+	if _, err := e.sessionKey(req); err != nil {
+		return QueueProbe{}, err
+	}
+	w := e.weightsFor(req.RouterConfigOverride)
+	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
+	if err != nil {
+		return QueueProbe{}, err
+	}
+	cands := e.score(p, &norm, w)
+	filter(cands, req)
+	pr := QueueProbe{Partition: key, ISL: norm.isl}
+	bs := uint64(p.blockSize)
+	for i := range cands {
+		if cands[i].eligible {
+			pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(&cands[i], bs, w)))
+		}
+	}
+	return pr, nil
+}
+
+// QueueingApplies reports whether the router queue may hold req: queueing is configured, and
+// the request is neither advisory nor pinned (a pinned request names its rank and is never
+// parked, as Dynamo's pinned path bypasses the busy check of the pool).
+func (e *Engine) QueueingApplies(req *SelectRequest, booking bool) bool {
+	return e.cfg.QueueingEnabled() && (booking || !req.Advisory) && req.PinnedWorker == nil
+}
+
+// HasReservation reports whether id is a live booking (local or mirrored from a peer).
+func (e *Engine) HasReservation(id string) bool {
+	_, ok := e.resv[id]
+	return ok
+}

@@ -1,0 +1,377 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/internal/poll"
+)
+
+// Tests of the router queue: the order (pure, table-driven) and the Service's parking and
+// dispatch with a real engine. Waiting callers run in goroutines; the tests synchronise by
+// polling Stats().Queue with a deadline, never by sleeping.
+
+func TestRouterQueueOrder(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	type item struct {
+		name   string
+		at     time.Duration // parked at t0 + at
+		jump   float64
+		strict uint32
+		isl    uint64
+		cached uint64
+	}
+	cases := []struct {
+		policy string
+		items  []item
+		want   string
+	}{
+		{"fcfs", []item{{name: "a"}, {name: "b", at: 1}, {name: "c", at: 2}}, "abc"},
+		{"fcfs", []item{{name: "a"}, {name: "b", at: time.Second, jump: 2}, {name: "c", at: 2 * time.Second}}, "bac"},
+		{"fcfs", []item{{name: "a"}, {name: "b", at: 1, strict: 1}, {name: "c", at: 2, strict: 2}}, "cba"},
+		{"fcfs", []item{{name: "a", jump: -5}, {name: "b", at: 1}}, "ab"}, // negative jumps count as 0
+		{"lcfs", []item{{name: "a"}, {name: "b", at: time.Second}, {name: "c", at: 2 * time.Second}}, "cba"},
+		{"lcfs", []item{{name: "a", strict: 1}, {name: "b", at: time.Second}}, "ab"},
+		// wspt: least uncached work first; (1+jump) weights it.
+		{"wspt", []item{{name: "a", isl: 1000}, {name: "b", isl: 1000, cached: 900}, {name: "c", isl: 50}}, "cba"},
+		{"wspt", []item{{name: "a", isl: 100}, {name: "b", isl: 300, jump: 3}}, "ba"},
+		{"wspt", []item{{name: "a", isl: 10, cached: 10}, {name: "b", isl: 0}}, "ab"}, // both clamp to 1: parked first wins
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprintf("%d-%s", i, tc.policy), func(t *testing.T) {
+			q := newRouterQueue(tc.policy, t0)
+			k := engine.PartitionKey{Model: "m", Group: "g"}
+			names := map[*waiter]string{}
+			for _, it := range tc.items {
+				req := &SelectRequest{PriorityJump: ptr(it.jump), StrictPriority: ptr(it.strict)}
+				w := q.park(req, false, engine.QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
+				names[w] = it.name
+			}
+			got := ""
+			for w := q.head(k); w != nil; w = q.head(k) {
+				got += names[w]
+				if !q.remove(w) || q.remove(w) {
+					t.Fatal("remove must succeed once")
+				}
+			}
+			if got != tc.want || q.n != 0 || q.waiting(k) {
+				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, q.n)
+			}
+		})
+	}
+}
+
+func TestRouterQueuePartitionsAndRemove(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	q := newRouterQueue("fcfs", t0)
+	a, b := engine.PartitionKey{Model: "a"}, engine.PartitionKey{Model: "b"}
+	var ws []*waiter
+	for i := range 6 {
+		k := a
+		if i%2 == 1 {
+			k = b
+		}
+		ws = append(ws, q.park(&SelectRequest{}, false, engine.QueueProbe{Partition: k}, t0.Add(time.Duration(i))))
+	}
+	// Removing from the middle keeps the order of the rest; partitions are independent.
+	q.remove(ws[2])
+	if q.head(a) != ws[0] || q.head(b) != ws[1] || q.n != 5 {
+		t.Fatal("heads after removing from the middle")
+	}
+	q.remove(ws[0])
+	if q.head(a) != ws[4] {
+		t.Fatal("a's next head")
+	}
+	q.remove(ws[4])
+	if q.waiting(a) || !q.waiting(b) || len(q.partitions(nil)) != 1 {
+		t.Fatal("an emptied partition must disappear")
+	}
+}
+
+// queueFixture is a service with router queueing at 0.5 × 100 prefill tokens on one worker
+// (block size 4): a booking of more than 50 uncached tokens makes the only rank busy.
+func queueFixture(t *testing.T, policy string) *Service {
+	t.Helper()
+	cfg := engine.KVSelectDefaults()
+	cfg.UseKVEvents = false
+	cfg.QueueThreshold = ptr(0.5)
+	if policy != "" {
+		cfg.QueuePolicy = policy
+	}
+	svc, err := New(Config{Engine: cfg, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(1)), Endpoint: ptr("http://w1"), BlockSize: ptr(uint32(4)),
+		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// tokens returns n distinct tokens starting at base (nothing cached: all of them are prefill).
+func tokens(base, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(base + i)
+	}
+	return out
+}
+
+func selReq(id string, base, n int) *SelectRequest {
+	return &SelectRequest{SelectionID: ptr(id), Prompt: engine.Prompt{TokenIDs: tokens(base, n)}}
+}
+
+// outcome is one waiting caller's result.
+type outcome struct {
+	id   string
+	resp *SelectResponse
+	err  error
+}
+
+// wait starts a waiting select_and_reserve (or select) and returns where its outcome arrives.
+func wait(ctx context.Context, svc *Service, req *SelectRequest, reserve bool, out chan<- outcome) {
+	go func() {
+		var resp *SelectResponse
+		var err error
+		if reserve {
+			resp, err = svc.SelectAndReserveWait(ctx, req)
+		} else {
+			resp, err = svc.SelectWait(ctx, req)
+		}
+		out <- outcome{*req.SelectionID, resp, err}
+	}()
+}
+
+// recv returns the next outcome, failing the test if none arrives within queueWait.
+func recv(t *testing.T, out <-chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-out:
+		return o
+	case <-time.After(queueWait):
+		t.Fatal("no outcome within the deadline")
+		return outcome{}
+	}
+}
+
+func pendingIs(svc *Service, n int) func() bool {
+	return func() bool { return svc.Stats().Queue.Pending == n }
+}
+
+const queueWait = 10 * time.Second
+
+func TestQueueParksAndDispatchesInOrder(t *testing.T) {
+	svc := queueFixture(t, "")
+	ctx := t.Context()
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	// The only rank is busy: the immediate API refuses with 429 …
+	if _, err := svc.SelectAndReserve(selReq("now", 1000, 8)); !errors.Is(err, engine.ErrOverloaded) {
+		t.Fatalf("immediate select_and_reserve on a busy fleet: %v, want ErrOverloaded", err)
+	}
+	// … and the waiting API parks. Every request here but the plain select q3 books more than
+	// 50 tokens, so each dispatch makes the rank busy again and the order is observable.
+	out := make(chan outcome, 4)
+	wait(ctx, svc, selReq("q1", 2000, 60), true, out)
+	poll.True(t, queueWait, "q1 parked", pendingIs(svc, 1))
+	wait(ctx, svc, selReq("q2", 3000, 60), true, out)
+	poll.True(t, queueWait, "q2 parked", pendingIs(svc, 2))
+	wait(ctx, svc, selReq("q3", 4000, 8), false, out)
+	poll.True(t, queueWait, "q3 parked", pendingIs(svc, 3))
+
+	next := func(want string, booked bool) {
+		t.Helper()
+		o := recv(t, out)
+		if o.id != want || o.err != nil || (o.resp.Booked != nil) != booked {
+			t.Fatalf("got %+v, want %s dispatched (booked %v)", o, want, booked)
+		}
+	}
+	// big's prefill completes: only q1 fits before the rank is busy again.
+	if err := svc.PrefillComplete("big"); err != nil {
+		t.Fatal(err)
+	}
+	next("q1", true)
+	if st := svc.Stats().Queue; st.Pending != 2 || st.Dispatched != 1 {
+		t.Fatalf("after q1: %+v", st)
+	}
+	// No bypass: a newcomer parks behind q2 and q3 although nothing else changed.
+	wait(ctx, svc, selReq("q4", 5000, 60), true, out)
+	poll.True(t, queueWait, "q4 parked", pendingIs(svc, 3))
+
+	if err := svc.PrefillComplete("q1"); err != nil {
+		t.Fatal(err)
+	}
+	next("q2", true)
+	// q3 books nothing, so q4 follows it in the same dispatch round.
+	if err := svc.PrefillComplete("q2"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]outcome{}
+	for range 2 {
+		o := recv(t, out)
+		got[o.id] = o
+	}
+	if o := got["q3"]; o.err != nil || o.resp == nil || o.resp.Booked != nil {
+		t.Fatalf("q3: %+v", o)
+	}
+	if o := got["q4"]; o.err != nil || o.resp == nil || o.resp.Booked == nil {
+		t.Fatalf("q4: %+v", o)
+	}
+	if st := svc.Stats().Queue; st.Pending != 0 || st.Dispatched != 4 || st.Abandoned != 0 {
+		t.Fatalf("final %+v", st)
+	}
+	// Every booking is live; the plain select booked nothing.
+	for _, id := range []string{"q1", "q2", "q4"} {
+		if err := svc.Free(id); err != nil {
+			t.Fatalf("free %s: %v", id, err)
+		}
+	}
+	if err := svc.Free("q3"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("free of the plain select: %v, want not found", err)
+	}
+}
+
+func TestQueueCancelLeavesNothing(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	out := make(chan outcome, 2)
+	wait(ctx, svc, selReq("gone", 1000, 8), true, out)
+	poll.True(t, queueWait, "parked", pendingIs(svc, 1))
+	wait(t.Context(), svc, selReq("next", 2000, 8), true, out)
+	poll.True(t, queueWait, "second parked", pendingIs(svc, 2))
+	cancel()
+	if o := recv(t, out); o.id != "gone" || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled caller got %+v", o)
+	}
+	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 {
+		t.Fatalf("after cancel %+v", st)
+	}
+	if err := svc.Free("gone"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a cancelled parked request must not be booked: %v", err)
+	}
+	if err := svc.Free("big"); err != nil {
+		t.Fatal(err)
+	}
+	if o := recv(t, out); o.id != "next" || o.err != nil {
+		t.Fatalf("the request behind the cancelled one: %+v", o)
+	}
+}
+
+// TestQueueAbandonAfterDispatchFreesBooking: a caller that goes away between its dispatch and
+// reading the outcome has its booking released (nobody will send the request to the worker).
+func TestQueueAbandonAfterDispatchFreesBooking(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	svc.mu.Lock()
+	w, err := svc.parkLocked(selReq("late", 1000, 8), true)
+	svc.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Free("big"); err != nil { // dispatches "late"; nobody reads its outcome yet
+		t.Fatal(err)
+	}
+	svc.mu.Lock()
+	booked := svc.eng.HasReservation("late")
+	svc.mu.Unlock()
+	if !booked {
+		t.Fatal("dispatch must book")
+	}
+	if err := svc.abandon(w, context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandon returned %v", err)
+	}
+	if err := svc.Free("late"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the abandoned booking must be freed: %v", err)
+	}
+}
+
+func TestQueueRejectsAtParkTime(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan outcome, 1)
+	wait(t.Context(), svc, selReq("dup", 1000, 8), true, out)
+	poll.True(t, queueWait, "parked", pendingIs(svc, 1))
+	cases := []struct {
+		name string
+		req  *SelectRequest
+		kind error
+	}{
+		{"duplicate of a parked id", selReq("dup", 2000, 8), engine.ErrConflict},
+		{"duplicate of a booking", selReq("big", 2000, 8), engine.ErrConflict},
+		{"no prompt", &SelectRequest{SelectionID: ptr("bad")}, engine.ErrBadRequest},
+		{"unknown partition", &SelectRequest{SelectionID: ptr("p"), ModelName: ptr("other"), Prompt: engine.Prompt{TokenIDs: tokens(0, 4)}}, engine.ErrNotReady},
+	}
+	for _, tc := range cases {
+		if _, err := svc.SelectAndReserveWait(t.Context(), tc.req); !errors.Is(err, tc.kind) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.kind)
+		}
+	}
+	if st := svc.Stats().Queue; st.Pending != 1 {
+		t.Fatalf("rejected requests must not park: %+v", st)
+	}
+	// Advisory and pinned selections never wait.
+	adv := selReq("adv", 3000, 8)
+	adv.Advisory = true
+	if _, err := svc.SelectWait(t.Context(), adv); err != nil {
+		t.Fatalf("advisory: %v", err)
+	}
+	pinned := selReq("pin", 3000, 8)
+	pinned.PinnedWorker = &engine.PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+	if _, err := svc.SelectAndReserveWait(t.Context(), pinned); err != nil {
+		t.Fatalf("pinned: %v", err)
+	}
+}
+
+func TestQueueCloseFailsWaiters(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan outcome, 2)
+	wait(t.Context(), svc, selReq("a", 1000, 8), true, out)
+	wait(t.Context(), svc, selReq("b", 2000, 8), false, out)
+	poll.True(t, queueWait, "parked", pendingIs(svc, 2))
+	_ = svc.Close()
+	for range 2 {
+		if o := recv(t, out); !errors.Is(o.err, engine.ErrNotReady) || o.err.Error() != "selection service is shutting down" {
+			t.Fatalf("%s after Close: %v", o.id, o.err)
+		}
+	}
+}
+
+// TestQueueWSPTServesShortWorkFirst: with wspt, of two parked requests the one with less
+// uncached work is dispatched first even though it came second.
+func TestQueueWSPTServesShortWorkFirst(t *testing.T) {
+	svc := queueFixture(t, "wspt")
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan outcome, 2)
+	wait(t.Context(), svc, selReq("long", 1000, 80), true, out)
+	poll.True(t, queueWait, "long parked", pendingIs(svc, 1))
+	wait(t.Context(), svc, selReq("short", 2000, 52), true, out)
+	poll.True(t, queueWait, "short parked", pendingIs(svc, 2))
+	// Each dispatch books more than 50 tokens, so one request leaves per completed prefill.
+	for _, step := range []struct{ done, want string }{{"big", "short"}, {"short", "long"}} {
+		if err := svc.PrefillComplete(step.done); err != nil {
+			t.Fatal(err)
+		}
+		if o := recv(t, out); o.id != step.want || o.err != nil {
+			t.Fatalf("got %+v, want %s", o, step.want)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// The router queue (Dynamo's router_queue_threshold; spec §5.6). With queueing configured, a
+// non-advisory selection that finds every eligible rank busy (active prefill tokens above
+// threshold × max_num_batched_tokens) waits in the queue instead of failing, and is selected —
+// with the loads and overlap of that moment — and, for select_and_reserve, booked as soon as a
+// rank has room. Rules, as in Dynamo:
+//
+//   - No bypass: while a partition has parked requests, a newcomer parks behind them even if a
+//     rank is free; dispatch serves them in queue order (queue.go).
+//   - Head of line: a partition's queue is dispatched from its head until the head still finds
+//     every rank busy.
+//   - Dispatch is attempted whenever load can have dropped or the candidates changed
+//     (prefill_complete, free, expiry, a peer's lifecycle event, a worker registered, patched
+//     or removed) and once a second as a safety net.
+//   - Advisory and pinned requests never wait.
+//   - There is no time limit: a request waits until it is dispatched, its caller goes away
+//     (ctx ends), or the service closes (503, "selection service is shutting down").
+//
+// A caller that goes away while parked leaves nothing behind. One that goes away after its
+// select_and_reserve was dispatched gets its booking freed (Dynamo frees it too), since nobody
+// will ever send the request to the worker.
+//
+// Select and SelectAndReserve keep their immediate semantics (429 when every rank is busy);
+// SelectWait and SelectAndReserveWait are the queueing variants the HTTP API uses.
+
+// queueRecheck is the safety-net dispatch interval while requests are parked.
+const queueRecheck = time.Second
+
+// SelectWait is Select that waits in the router queue when queueing is configured and every
+// eligible rank is busy. It returns ctx.Err() if ctx ends first.
+func (s *Service) SelectWait(ctx context.Context, req *SelectRequest) (*SelectResponse, error) {
+	return s.selectWait(ctx, req, false)
+}
+
+// SelectAndReserveWait is SelectAndReserve that waits in the router queue when queueing is
+// configured and every eligible rank is busy. It returns ctx.Err() if ctx ends first; a booking
+// made for a caller that is gone by then is freed.
+func (s *Service) SelectAndReserveWait(ctx context.Context, req *SelectRequest) (*SelectResponse, error) {
+	return s.selectWait(ctx, req, true)
+}
+
+func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bool) (*SelectResponse, error) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, errShuttingDown
+	}
+	if !s.eng.QueueingApplies(req, reserve) {
+		resp, err := s.selectLocked(req, reserve)
+		s.mu.Unlock()
+		return resp, err
+	}
+	if !s.q.waiting(partitionOf(req)) {
+		resp, err := s.selectLocked(req, reserve)
+		if !errors.Is(err, engine.ErrOverloaded) {
+			s.mu.Unlock()
+			return resp, err
+		}
+	}
+	w, err := s.parkLocked(req, reserve)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-w.done:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, s.abandon(w, ctx.Err())
+	}
+}
+
+// parkLocked validates and measures req and parks it. A select_and_reserve whose selection_id
+// is booked or already parked is refused with 409, as the engine refuses a duplicate booking.
+func (s *Service) parkLocked(req *SelectRequest, reserve bool) (*waiter, error) {
+	probe, err := s.eng.ProbeQueue(req)
+	if err != nil {
+		return nil, err
+	}
+	if reserve && req.SelectionID != nil {
+		id := *req.SelectionID
+		if _, parked := s.parkedIDs[id]; parked || s.eng.HasReservation(id) {
+			return nil, &engine.Error{Kind: engine.ErrConflict, Msg: "selection " + id + " is already reserved or being reserved"}
+		}
+		s.parkedIDs[id] = struct{}{}
+	}
+	w := s.q.park(req, reserve, probe, s.clock())
+	s.queueGauge()
+	return w, nil
+}
+
+// selectLocked runs one immediate selection (and booking) under mu.
+func (s *Service) selectLocked(req *SelectRequest, reserve bool) (*SelectResponse, error) {
+	if !reserve {
+		return s.eng.Select(req, s.clock())
+	}
+	resp, err := s.eng.SelectAndReserve(req, s.clock())
+	s.flushLocked()
+	return resp, err
+}
+
+// drainLocked dispatches parked requests, each partition from its head, until every head still
+// finds its ranks busy. Called with mu held after anything that can lower load or change the
+// candidates.
+func (s *Service) drainLocked() {
+	if s.q.n == 0 || s.closing {
+		return
+	}
+	s.drainKeys = s.q.partitions(s.drainKeys[:0])
+	for _, k := range s.drainKeys {
+		for w := s.q.head(k); w != nil; w = s.q.head(k) {
+			resp, err := s.selectLocked(w.req, w.reserve)
+			if errors.Is(err, engine.ErrOverloaded) {
+				break
+			}
+			s.leaveLocked(w)
+			s.queueStats.dispatched++
+			s.queueStats.waited += s.clock().Sub(w.parked)
+			w.done <- waitResult{resp, err}
+		}
+	}
+	clear(s.drainKeys)
+	s.queueGauge()
+}
+
+// leaveLocked takes w out of the queue and its id out of the parked set.
+func (s *Service) leaveLocked(w *waiter) bool {
+	if !s.q.remove(w) {
+		return false
+	}
+	if w.reserve && w.req.SelectionID != nil {
+		delete(s.parkedIDs, *w.req.SelectionID)
+	}
+	return true
+}
+
+// abandon handles a caller that went away: a parked request leaves the queue (which may let the
+// requests behind it go); a dispatched select_and_reserve has its booking freed.
+func (s *Service) abandon(w *waiter, cause error) error {
+	s.mu.Lock()
+	if s.leaveLocked(w) {
+		s.queueStats.abandoned++
+		s.drainLocked()
+		s.mu.Unlock()
+		return cause
+	}
+	s.mu.Unlock()
+	// Dispatched under mu before this call took it: the outcome is already in the channel.
+	r := <-w.done
+	if r.err == nil && w.reserve && r.resp != nil && r.resp.SelectionID != nil {
+		if err := s.Free(*r.resp.SelectionID); err == nil {
+			s.log.Info("freed the booking of a caller that went away while queued", "selection_id", *r.resp.SelectionID)
+		}
+	}
+	return cause
+}
+
+// failQueueLocked ends every parked request with err (service shutdown).
+func (s *Service) failQueueLocked(err error) {
+	for _, k := range s.q.partitions(nil) {
+		for w := s.q.head(k); w != nil; w = s.q.head(k) {
+			s.leaveLocked(w)
+			w.done <- waitResult{nil, err}
+		}
+	}
+	s.queueGauge()
+}
+
+// recheckQueue is the periodic safety-net dispatch.
+func (s *Service) recheckQueue() {
+	if s.queued.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.drainLocked()
+	s.mu.Unlock()
+}
+
+// queueGauge publishes the queue length for lock-free reads (recheckQueue, Stats).
+func (s *Service) queueGauge() { s.queued.Store(int64(s.q.n)) }
+
+// queueCounters are the router queue's cumulative counters (guarded by mu).
+type queueCounters struct {
+	dispatched uint64        // parked requests selected (successfully or not)
+	abandoned  uint64        // parked requests whose caller went away first
+	waited     time.Duration // total time dispatched requests spent parked
+}
+
+// partitionOf is the partition a request names (Dynamo's defaults for absent names).
+func partitionOf(req *SelectRequest) engine.PartitionKey {
+	k := engine.PartitionKey{Model: engine.DefaultName, Group: engine.DefaultName}
+	if req.ModelName != nil {
+		k.Model = *req.ModelName
+	}
+	if req.RoutingGroup != nil {
+		k.Group = *req.RoutingGroup
+	}
+	return k
+}
