@@ -57,6 +57,12 @@ func goldenMessages() map[string]Message {
 			HTTPAddr: "10.0.0.7:8092", StartedAt: 1_700_000_000_123_456_789,
 		},
 		"heartbeat_leave": &Heartbeat{Sender: "x", BootID: 2, StartedAt: -5, Leaving: true},
+		"live_set": &LiveSet{
+			Sender: "tcp://selector-a:9092", BootID: 0x0123456789abcdef, Model: "meta-llama/Llama-3.1-8B",
+			Group: "default", SetID: 1_700_000_000_000_000_007, Chunk: 1, Chunks: 3,
+			IDs: []string{"req-1", "tenant/req-2", "8c7e2f0a-6a1b-4e0e-9d1c-3f5a7b9c1d2e"},
+		},
+		"live_set_empty": &LiveSet{Sender: "b", BootID: 9, Model: "m", SetID: 1, Chunks: 1},
 	}
 }
 
@@ -223,6 +229,12 @@ func naiveTree(m Message) any {
 		body = fields
 	case *Heartbeat:
 		body = map[string]any{"h": m.HTTPAddr, "t": m.StartedAt, "l": m.Leaving}
+	case *LiveSet:
+		ids := m.IDs
+		if ids == nil {
+			ids = []string{}
+		}
+		body = []any{m.Model, m.Group, m.SetID, m.Chunk, m.Chunks, ids}
 	}
 	s, b := m.Origin()
 	return []any{1, uint8(m.Type()), s, b, body}
@@ -247,7 +259,7 @@ func randUint(r *rand.Rand) uint64 {
 func randMessage(r *rand.Rand) Message {
 	sender := "r" + randString(r, 20)
 	boot := randUint(r)
-	switch r.IntN(3) {
+	switch r.IntN(4) {
 	case 0:
 		l := &Lifecycle{Sender: sender, BootID: boot, Model: randString(r, 40), Group: randString(r, 10),
 			BlockSize: uint32(randUint(r)), RequestID: randString(r, 36), Worker: randUint(r),
@@ -278,6 +290,14 @@ func randMessage(r *rand.Rand) Message {
 			}
 		}
 		return a
+	case 2:
+		ls := &LiveSet{Sender: sender, BootID: boot, Model: randString(r, 40), Group: randString(r, 10),
+			SetID: randUint(r), Chunks: 1 + uint32(randUint(r)>>33)}
+		ls.Chunk = uint32(randUint(r) % uint64(ls.Chunks))
+		for i := r.IntN(40); i > 0; i-- {
+			ls.IDs = append(ls.IDs, randString(r, 40))
+		}
+		return ls
 	}
 	return &Heartbeat{Sender: sender, BootID: boot, HTTPAddr: randString(r, 21),
 		StartedAt: int64(randUint(r)) * int64(1-2*r.IntN(2)), Leaving: r.IntN(2) == 0}
@@ -379,6 +399,14 @@ func TestDecodeRejects(t *testing.T) {
 		{"moderate nesting in unknown field is fine", concat([]byte{0x96, 1, 3, 0xa1, 'a', 1, 0x80},
 			bytes.Repeat([]byte{0x91}, 10), []byte{0}), nil},
 		{"heartbeat key not string", tree([]any{1, 3, "a", 1, map[int]any{1: 2}}), ErrMalformed},
+		{"live set ok", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1, []string{"x"}}}), nil},
+		{"live set nil ids", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1, nil}}), nil},
+		{"live set newer trailer", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1, []string{}, "future"}}), nil},
+		{"live set zero chunks", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 0, []string{}}}), ErrMalformed},
+		{"live set chunk past the end", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 2, 2, []string{}}}), ErrMalformed},
+		{"live set short body", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1}}), ErrMalformed},
+		{"live set id not a string", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1, []any{[]any{1}}}}), ErrMalformed},
+		{"live set chunk overflow", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, uint64(1) << 32, 1, []string{}}}), ErrMalformed},
 		{"heartbeat wrong value type", tree([]any{1, 3, "a", 1, map[string]any{"l": "yes"}}), ErrMalformed},
 	}
 	for _, tt := range tests {
@@ -422,6 +450,7 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"long sender", &Heartbeat{Sender: strings.Repeat("x", 257)}, ErrInvalidReplicaID},
 		{"add without data", &Lifecycle{Sender: "a", Kind: LifecycleAdd}, ErrMalformed},
 		{"kind zero", &Lifecycle{Sender: "a"}, ErrMalformed},
+		{"live set without chunks", &LiveSet{Sender: "a"}, ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,6 +47,7 @@ const (
 	TypeLifecycle MsgType = 1
 	TypeAffinity  MsgType = 2
 	TypeHeartbeat MsgType = 3
+	TypeLiveSet   MsgType = 4
 )
 
 // String returns the lower-case name of t.
@@ -58,6 +59,8 @@ func (t MsgType) String() string {
 		return "affinity"
 	case TypeHeartbeat:
 		return "heartbeat"
+	case TypeLiveSet:
+		return "live_set"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -74,7 +77,7 @@ var (
 )
 
 // Message is implemented by the envelope payload types ([*Lifecycle],
-// [*Affinity], [*Heartbeat]). The unexported methods keep the set closed.
+// [*Affinity], [*Heartbeat], [*LiveSet]). The unexported methods keep the set closed.
 type Message interface {
 	// Type returns the wire type of the message.
 	Type() MsgType
@@ -188,6 +191,8 @@ func (d *Decoder) Decode(data []byte) (Message, error) {
 		m = &Affinity{}
 	case TypeHeartbeat:
 		m = &Heartbeat{}
+	case TypeLiveSet:
+		m = &LiveSet{}
 	default:
 		return nil, fmt.Errorf("%w: %d from %q", ErrUnknownType, h.Type, h.Sender)
 	}
@@ -220,7 +225,7 @@ func DecodeEnvelope(data []byte) (Message, error) {
 }
 
 func knownType(t MsgType) bool {
-	return t == TypeLifecycle || t == TypeAffinity || t == TypeHeartbeat
+	return t == TypeLifecycle || t == TypeAffinity || t == TypeHeartbeat || t == TypeLiveSet
 }
 
 func (d *Decoder) header(data []byte) (Header, error) {

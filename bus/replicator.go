@@ -60,6 +60,7 @@ type Config struct {
 	// and are dropped once the queue is full. They may call any Replicator
 	// method except Close.
 	OnLifecycle    func(ev *Lifecycle)
+	OnLiveSet      func(ls *LiveSet) // in order with OnLifecycle (same subject, same queue)
 	OnAffinity     func(a *Affinity)
 	OnPeerRestart  func(id string, prevBoot, newBoot uint64)
 	OnMemberChange func(c MemberChange)
@@ -142,6 +143,7 @@ type Replicator struct {
 // inbound is one item of the lifecycle queue: an event or a control notice.
 type inbound struct {
 	lc      *Lifecycle
+	ls      *LiveSet
 	restart *restartNotice
 	change  *MemberChange
 }
@@ -376,7 +378,7 @@ type replicatorCounters struct {
 
 func (r *Replicator) counters(t MsgType) *streamCounters {
 	switch t {
-	case TypeLifecycle:
+	case TypeLifecycle, TypeLiveSet:
 		return &r.st.lifecycle
 	case TypeAffinity:
 		return &r.st.affinity

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -20,23 +21,36 @@ import (
 // a control notice waits for queue room; that is safe because the
 // dispatcher never takes orderMu.
 
-// lifecycleHandler returns the handler of the lifecycle subscription.
+// lifecycleHandler returns the handler of the lifecycle subscription, which carries lifecycle
+// events and live sets.
 func (r *Replicator) lifecycleHandler() Handler {
 	dec := NewDecoder()
 	c := &r.st.lifecycle
 	return func(m Msg) {
-		ev := &Lifecycle{}
-		if err := dec.DecodeInto(m.Data, ev); err != nil {
+		msg, err := dec.Decode(m.Data)
+		var it inbound
+		switch v := msg.(type) {
+		case *Lifecycle:
+			it.lc = v
+		case *LiveSet:
+			it.ls = v
+		default:
+			if err == nil {
+				err = fmt.Errorf("%w: %s on the lifecycle subject", ErrWrongType, msg.Type())
+			}
+		}
+		if err != nil {
 			r.decodeError(c, m, err)
 			return
 		}
+		sender, boot := msg.Origin()
 		r.orderMu.Lock()
 		defer r.orderMu.Unlock()
-		if !r.admit(c, ev.Sender, ev.BootID) {
+		if !r.admit(c, sender, boot) {
 			return
 		}
 		select {
-		case r.inLC <- inbound{lc: ev}:
+		case r.inLC <- it:
 			c.received.Add(1)
 		default:
 			c.inboundDropped.Add(1)
@@ -177,6 +191,10 @@ func (r *Replicator) deliver(it inbound) {
 	case it.lc != nil:
 		if f := r.cfg.OnLifecycle; f != nil {
 			f(it.lc)
+		}
+	case it.ls != nil:
+		if f := r.cfg.OnLiveSet; f != nil {
+			f(it.ls)
 		}
 	case it.restart != nil:
 		r.st.restarts.Add(1)

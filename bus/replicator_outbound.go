@@ -16,6 +16,11 @@ import (
 // this replica's identity.
 func (r *Replicator) PublishLifecycle(ev *Lifecycle) { r.enqueueOut(ev, &r.st.lifecycle) }
 
+// PublishLiveSet queues a live-set chunk on the lifecycle subject, in order with this
+// replica's lifecycle events, with PublishLifecycle's non-blocking and ownership rules (it is
+// counted with the lifecycle stream).
+func (r *Replicator) PublishLiveSet(ls *LiveSet) { r.enqueueOut(ls, &r.st.lifecycle) }
+
 // PublishAffinity is PublishLifecycle for affinity bindings, with the same
 // non-blocking and ownership rules.
 func (r *Replicator) PublishAffinity(a *Affinity) { r.enqueueOut(a, &r.st.affinity) }
@@ -98,7 +103,7 @@ func (p *publisher) send(m Message) {
 	c := r.counters(m.Type())
 	subject := r.subjects.Members()
 	switch m.Type() {
-	case TypeLifecycle:
+	case TypeLifecycle, TypeLiveSet:
 		subject = r.subjects.Lifecycle()
 	case TypeAffinity:
 		subject = r.subjects.Affinity()

@@ -61,6 +61,7 @@ func (s *sink) changes() []MemberChange {
 // hook sets the callbacks of cfg to record into s.
 func (s *sink) hook(cfg Config) Config {
 	cfg.OnLifecycle = func(ev *Lifecycle) { s.add(ev) }
+	cfg.OnLiveSet = func(ls *LiveSet) { s.add(ls) }
 	cfg.OnAffinity = func(a *Affinity) { s.add(a) }
 	cfg.OnPeerRestart = func(id string, prev, boot uint64) { s.add(restart{id, prev, boot}) }
 	cfg.OnMemberChange = func(c MemberChange) { s.add(c) }
@@ -127,6 +128,57 @@ func TestReplicatorDeliversBetweenPeers(t *testing.T) {
 	}
 	if bs := b.Stats(); bs.Lifecycle.Received != 1 || bs.Affinity.Received != 1 {
 		t.Fatalf("b stats %+v", bs)
+	}
+}
+
+// TestLiveSetsKeepLifecycleOrder: live sets travel on the lifecycle subject and reach the
+// peer's OnLiveSet in publication order with lifecycle events, under the same peer filter.
+func TestLiveSetsKeepLifecycleOrder(t *testing.T) {
+	n := NewMemNetwork()
+	var sb, sc sink
+	a := newRep(t, n.Connect(), Config{ReplicaID: "tcp://a:1", Peers: []string{"tcp://b:1"}})
+	newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "tcp://b:1", Peers: []string{"tcp://a:1"}}))
+	c := newRep(t, n.Connect(), sc.hook(Config{ReplicaID: "tcp://c:1"})) // a is not c's peer
+
+	a.PublishLifecycle(freeEvent("r1"))
+	a.PublishLiveSet(&LiveSet{Model: "m", Group: "g", SetID: 5, Chunk: 0, Chunks: 2, IDs: []string{"r2"}})
+	a.PublishLiveSet(&LiveSet{Model: "m", Group: "g", SetID: 5, Chunk: 1, Chunks: 2, IDs: []string{"r3"}})
+	a.PublishLifecycle(freeEvent("r4"))
+	var order []string
+	waitFor(t, func() error {
+		order = order[:0]
+		for _, e := range sb.all() {
+			switch v := e.(type) {
+			case *Lifecycle:
+				order = append(order, v.RequestID)
+			case *LiveSet:
+				if v.Sender != "tcp://a:1" || v.BootID != a.BootID() {
+					return fmt.Errorf("live set origin %q/%d", v.Sender, v.BootID)
+				}
+				order = append(order, fmt.Sprintf("set%d/%d:%v", v.Chunk, v.Chunks, v.IDs))
+			}
+		}
+		if len(order) < 4 {
+			return fmt.Errorf("b saw %v", order)
+		}
+		return nil
+	})
+	if want := []string{"r1", "set0/2:[r2]", "set1/2:[r3]", "r4"}; !slices.Equal(order, want) {
+		t.Fatalf("delivery order %v, want %v", order, want)
+	}
+	if st := a.Stats(); st.Lifecycle.Published != 4 {
+		t.Fatalf("live sets count with the lifecycle stream: %+v", st.Lifecycle)
+	}
+	waitFor(t, func() error {
+		if st := c.Stats(); st.Lifecycle.NotPeer != 4 {
+			return fmt.Errorf("c dropped %d non-peer messages, want 4", st.Lifecycle.NotPeer)
+		}
+		return nil
+	})
+	for _, e := range sc.all() {
+		if _, ok := e.(*LiveSet); ok {
+			t.Fatal("a non-peer's live set was delivered")
+		}
 	}
 }
 
