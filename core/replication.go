@@ -30,8 +30,14 @@ type BusReplicator struct {
 	tomb     *tombstones // freed peer bookings (guarded by svc.mu)
 	// staleAdds counts peer admissions ignored because the id was freed (guarded by svc.mu).
 	staleAdds uint64
-	rs        *resyncer
-	trigger   *ResyncTrigger
+	// Live sets (replication_liveset.go), guarded by svc.mu: the last set id announced, the
+	// peers' sets being reassembled, counters, and scratch for freed ids.
+	liveSetSeq     uint64
+	pendingSets    map[liveSetKey]*pendingLiveSet
+	liveSets       liveSetStats
+	liveSetScratch []string
+	rs             *resyncer
+	trigger        *ResyncTrigger
 	// ready is closed once r is set: bus callbacks may start before bus.New returns, and
 	// those that use r wait for it.
 	ready chan struct{}
@@ -67,14 +73,20 @@ type ReplicationConfig struct {
 	JoinResyncRepeat time.Duration
 	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
 	HeartbeatInterval time.Duration
+	// LiveSetInterval is how often this replica announces its live bookings so that peers can
+	// release bookings whose frees they missed (default DefaultLiveSetInterval; negative: only
+	// after republish passes). See replication_liveset.go.
+	LiveSetInterval time.Duration
 }
 
 // EnableReplication wires svc to the bus over nc and starts the resync goroutine. Call it
 // before Start and before serving; Close the returned replicator before closing nc.
 func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
-	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{}, tomb: newTombstones(tombstoneCap), ready: make(chan struct{})}
+	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
+		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{}}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
+	br.rs.liveSetEvery = orDefaultDelay(cfg.LiveSetInterval, DefaultLiveSetInterval)
 	switch {
 	case cfg.JoinResyncRepeat == 0:
 		br.rs.joinRepeat = JoinResyncRepeat
@@ -87,6 +99,7 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		BootID:            s.bootID,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		OnLifecycle:       br.apply,
+		OnLiveSet:         br.applyLiveSet,
 		OnAffinity:        br.applyAffinity,
 		OnPeerRestart:     br.peerRestarted,
 		OnMemberChange:    br.memberChanged,
@@ -238,6 +251,7 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 func (br *BusReplicator) peerRestarted(id string, prev, boot uint64) {
 	br.svc.mu.Lock()
 	n := br.svc.eng.DropPeer(id)
+	br.dropPendingSets(id)
 	br.svc.drainLocked()
 	br.svc.mu.Unlock()
 	br.log.Info("peer restarted; dropped its mirrored bookings", "peer", id, "bookings", n)

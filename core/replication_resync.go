@@ -36,10 +36,11 @@ import (
 //  4. A receiver ignores an admission for an id it has seen freed (replication_tombstones.go),
 //     so a republish that crosses a free of the same booking cannot resurrect it.
 //
-// What this does not repair: a free (or prefill completion) published by the owner during an
-// outage leaves the peer's mirrored booking until the engine's expiry guard
-// (ActiveRequestExpiry, 300 s by default) reclaims it, exactly as before. Republishing is at-most-once like everything else;
-// a republish lost again is repaired by the next trigger or not at all.
+// What this does not repair by itself: a free published by the owner during an outage. Live
+// sets do (replication_liveset.go): the owner's announcement lists its live bookings and the
+// peer releases the rest. A prefill completion lost in an outage is repaired by the republish,
+// which carries the booking's current prefill. Republishing is at-most-once like everything
+// else; a republish lost again is repaired by the next trigger or not at all.
 //
 // Ordering: an entry is read and its admission enqueued on the bus while holding Service.mu,
 // the same lock under which a local free is enqueued. The bus publishes in queue order from one
@@ -184,6 +185,9 @@ type resyncer struct {
 	// joinRepeat is the delay of the repeated join pass after the first one (0 = none). Set
 	// before the goroutine starts, read-only afterwards.
 	joinRepeat time.Duration
+	// liveSetEvery is the period of live-set announcements between passes (0 = none). Set
+	// before the goroutine starts, read-only afterwards.
+	liveSetEvery time.Duration
 
 	mu   sync.Mutex
 	due  []time.Time   // start times of scheduled passes, ascending (guarded by mu)
@@ -207,6 +211,11 @@ type ResyncStats struct {
 	Ledger      int    // live local bookings currently remembered
 	Tombstones  int    // freed peer bookings currently remembered
 	StaleAdds   uint64 // peer admissions ignored because their id had been freed
+	// Live sets (replication_liveset.go): partition sets announced, complete peer sets
+	// applied, and mirrored bookings freed because a peer's set no longer listed them.
+	LiveSetsAnnounced uint64
+	LiveSetsApplied   uint64
+	LiveSetFreed      uint64
 }
 
 func newResyncer(br *BusReplicator, rate int, delay, joinDelay time.Duration) *resyncer {
@@ -274,6 +283,12 @@ func (r *resyncer) run() {
 	defer close(r.done)
 	prune := time.NewTicker(ledgerPruneEvery)
 	defer prune.Stop()
+	var liveSets <-chan time.Time
+	if r.liveSetEvery > 0 {
+		t := time.NewTicker(r.liveSetEvery)
+		defer t.Stop()
+		liveSets = t.C
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -294,6 +309,8 @@ func (r *resyncer) run() {
 			return
 		case <-prune.C:
 			r.pruneExpired()
+		case <-liveSets:
+			r.announce()
 		case <-r.wake:
 		case <-fire:
 		}
@@ -358,10 +375,19 @@ func (r *resyncer) pass() bool {
 	}
 	r.republished.Add(uint64(sent))
 	r.passes.Add(1)
+	r.announce()
 	if sent > 0 {
 		br.log.Info("resync: republished local bookings", "bookings", sent)
 	}
 	return true
+}
+
+// announce publishes this replica's live sets (replication_liveset.go).
+func (r *resyncer) announce() {
+	s := r.br.svc
+	s.mu.Lock()
+	r.br.publishLiveSetsLocked()
+	s.mu.Unlock()
 }
 
 // ownerLive reports whether rank o is still a schedulable member of partition key. A
@@ -389,11 +415,12 @@ func (br *BusReplicator) Resync(delay time.Duration) { br.rs.request(delay) }
 // ResyncStats reports the anti-entropy counters.
 func (br *BusReplicator) ResyncStats() ResyncStats {
 	br.svc.mu.Lock()
-	n, tn, stale := len(br.ledger), br.tomb.len(), br.staleAdds
+	n, tn, stale, ls := len(br.ledger), br.tomb.len(), br.staleAdds, br.liveSets
 	br.svc.mu.Unlock()
 	return ResyncStats{
 		Passes: br.rs.passes.Load(), Republished: br.rs.republished.Load(), Pruned: br.rs.pruned.Load(),
 		LastPass: br.rs.lastPassSize.Load(), Ledger: n, Tombstones: tn, StaleAdds: stale,
+		LiveSetsAnnounced: ls.announced, LiveSetsApplied: ls.applied, LiveSetFreed: ls.freed,
 	}
 }
 

@@ -297,6 +297,22 @@ func (e *Engine) dropRow(id string, r *reservation) {
 	delete(e.resv, id)
 }
 
+// DropPeerExcept frees the bookings mirrored from peer sender in partition key whose ids are
+// not in keep: the peer announced that keep is everything it holds there, so it freed the rest
+// while its free events were lost. It returns the ids it freed, appended to dst.
+func (e *Engine) DropPeerExcept(sender string, key PartitionKey, keep map[string]struct{}, dst []string) []string {
+	for id, r := range e.resv {
+		if !r.fromPeer || r.peer != sender || r.key != key {
+			continue
+		}
+		if _, ok := keep[id]; !ok {
+			e.dropRow(id, r)
+			dst = append(dst, id)
+		}
+	}
+	return dst
+}
+
 // DropPeer frees every booking mirrored from a peer replica (it restarted, so its earlier
 // bookings will never see their lifecycle events). It returns how many were freed.
 func (e *Engine) DropPeer(sender string) int {

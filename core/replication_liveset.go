@@ -1,0 +1,145 @@
+package core
+
+import (
+	"time"
+
+	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+// Live sets: the repair of lost frees.
+//
+// Republishing admissions (replication_resync.go) repairs admissions a peer missed, but a free
+// or the last word on a booking can be lost too — published while the connection was down, or
+// dropped by a full queue on either side — and the peer then counts a booking that no longer
+// exists until the 300 s expiry guard reclaims it, steering selections away from a rank that is
+// in fact idle. So each replica also announces, per partition, the ids of every live booking
+// it admitted itself (its ledger), and a peer frees the bookings it mirrors from that replica
+// in that partition which the announcement does not list.
+//
+// Why this is safe without sequencing: a replica builds the announcement from its ledger under
+// Service.mu and enqueues every chunk of every partition's set in that one lock hold; its
+// lifecycle events are enqueued under the same lock and the bus publishes its queue in order
+// on one subject, which NATS delivers in order to each subscriber. So when a peer has the whole
+// set, every admission of the sender it has applied was either made before the set was built —
+// and is listed unless it was freed — or comes after the set in the stream and has not been
+// applied yet. An admission the peer never received is not repaired here (the next republish
+// pass does that); a lost chunk leaves the set incomplete and it is ignored.
+//
+// Announcements go out at the end of every republish pass (reconnects, peers joining) and every
+// LiveSetInterval. Each partition the engine knows is announced, an empty set included, so a
+// peer also learns that everything it mirrors from the sender there is gone.
+
+const (
+	// DefaultLiveSetInterval is how often a replica announces its live sets between passes.
+	DefaultLiveSetInterval = 30 * time.Second
+	// liveSetChunk is the most ids one live-set message carries (a 2048-id chunk of 40-byte
+	// ids is about 90 KB, far below NATS's default 1 MB payload limit).
+	liveSetChunk = 2048
+	// maxLiveSetChunks bounds what a receiver is willing to reassemble (4M ids).
+	maxLiveSetChunks = 2048
+	// maxPendingLiveSets bounds the partially received sets a receiver keeps.
+	maxPendingLiveSets = 1024
+)
+
+// liveSetKey identifies a sender's set for one partition.
+type liveSetKey struct {
+	sender string
+	part   engine.PartitionKey
+}
+
+// pendingLiveSet is a set being reassembled from its chunks.
+type pendingLiveSet struct {
+	setID  uint64
+	chunks uint32
+	seen   map[uint32]struct{}
+	ids    map[string]struct{}
+}
+
+// liveSetStats counts live-set traffic (guarded by Service.mu).
+type liveSetStats struct {
+	announced uint64 // sets this replica announced (one per partition per announcement)
+	applied   uint64 // complete peer sets applied
+	freed     uint64 // mirrored bookings freed because a peer's set did not list them
+}
+
+// publishLiveSetsLocked announces every partition's live set. Called with Service.mu held.
+func (br *BusReplicator) publishLiveSetsLocked() {
+	keys := br.svc.eng.DumpPartitionKeys()
+	byPart := make(map[engine.PartitionKey][]string, len(keys))
+	for _, k := range keys {
+		byPart[k] = nil
+	}
+	for id, e := range br.ledger {
+		if _, known := byPart[e.key]; known {
+			byPart[e.key] = append(byPart[e.key], id)
+		}
+	}
+	br.liveSetSeq++
+	setID := br.liveSetSeq
+	for _, k := range keys {
+		ids := byPart[k]
+		chunks := max(1, (len(ids)+liveSetChunk-1)/liveSetChunk)
+		for c := range chunks {
+			part := ids[min(c*liveSetChunk, len(ids)):min((c+1)*liveSetChunk, len(ids))]
+			br.r.PublishLiveSet(&bus.LiveSet{Model: k.Model, Group: k.Group, SetID: setID,
+				Chunk: uint32(c), Chunks: uint32(chunks), IDs: part})
+		}
+		br.liveSets.announced++
+	}
+}
+
+// applyLiveSet collects a peer's live-set chunk and, once the set is complete, frees the
+// bookings mirrored from that peer in that partition that the set does not list. Runs on the
+// bus dispatcher goroutine, in order with the peer's lifecycle events.
+func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
+	if ls.Chunks > maxLiveSetChunks {
+		return
+	}
+	k := liveSetKey{sender: ls.Sender, part: engine.PartitionKey{Model: ls.Model, Group: ls.Group}}
+	s := br.svc
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := br.pendingSets[k]
+	if p == nil || p.setID != ls.SetID || p.chunks != ls.Chunks {
+		if p == nil && len(br.pendingSets) >= maxPendingLiveSets {
+			return
+		}
+		p = &pendingLiveSet{setID: ls.SetID, chunks: ls.Chunks, seen: map[uint32]struct{}{}, ids: map[string]struct{}{}}
+		br.pendingSets[k] = p
+	}
+	if _, dup := p.seen[ls.Chunk]; dup {
+		return
+	}
+	p.seen[ls.Chunk] = struct{}{}
+	for _, id := range ls.IDs {
+		p.ids[id] = struct{}{}
+	}
+	if uint32(len(p.seen)) < p.chunks {
+		return
+	}
+	delete(br.pendingSets, k)
+	br.liveSetScratch = s.eng.DropPeerExcept(k.sender, k.part, p.ids, br.liveSetScratch[:0])
+	now := s.clock()
+	for _, id := range br.liveSetScratch {
+		br.tomb.add(id, now)
+	}
+	br.liveSets.applied++
+	br.liveSets.freed += uint64(len(br.liveSetScratch))
+	if n := len(br.liveSetScratch); n > 0 {
+		br.log.Info("freed peer bookings its live set no longer lists (their frees were lost)",
+			"peer", k.sender, "model", k.part.Model, "routing_group", k.part.Group, "bookings", n)
+		s.drainLocked()
+	}
+	clear(br.liveSetScratch)
+}
+
+// dropPendingSets forgets the partial sets of a peer (it restarted: its set ids start over).
+// Called with Service.mu held.
+func (br *BusReplicator) dropPendingSets(sender string) {
+	for k := range br.pendingSets {
+		if k.sender == sender {
+			delete(br.pendingSets, k)
+		}
+	}
+}
