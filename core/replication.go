@@ -236,7 +236,9 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		}
 		ok = s.eng.ApplyReplica(&ev, now)
 		br.ledger.observePeer(&ev, ok)
-		s.drainLocked()
+		if ev.Kind != engine.LifecycleAdd || (ev.Add != nil && ev.Add.Republish) { // completions, frees and refreshed rows can make room
+			s.drainLocked()
+		}
 	}
 	s.mu.Unlock()
 	if h := br.appliedHook.Load(); h != nil {

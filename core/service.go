@@ -441,7 +441,9 @@ func (s *Service) ApplyReplica(ev *engine.ReplicaEvent) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ok := s.eng.ApplyReplica(ev, s.clock())
-	s.drainLocked()
+	if ev.Kind != engine.LifecycleAdd || (ev.Add != nil && ev.Add.Republish) { // completions, frees and refreshed rows can make room
+		s.drainLocked()
+	}
 	return ok
 }
 
