@@ -2,24 +2,33 @@ package core
 
 import (
 	"container/heap"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
 )
 
-// The router queue's order (Dynamo's scheduling/policy_queue semantics, single "default" policy
-// class). A parked request is served before another when, in turn:
+// The router queue's order (Dynamo's scheduling/policy_queue semantics). Requests are queued per
+// partition (model_name, routing_group) — each partition has its own workers, so a busy one
+// never holds back another — and, inside a partition, per policy class (policyclass.go).
+//
+// Within a class, a request is served before another when, in turn:
 //
 //  1. its strict_priority is larger;
-//  2. its score is larger, where with arrival = seconds since the queue was created and
-//     jump = max(priority_jump, 0):
+//  2. its score is larger, where with arrival = seconds since the queue was created,
+//     jump = max(priority_jump, 0) and cost = max(1, isl − cached):
 //     fcfs: jump − arrival        (earliest first; priority_jump moves a request earlier)
-//     lcfs: jump + arrival        (latest first)
-//     wspt: (1 + jump) / max(1, isl − cached)   (least uncached work first)
+//     lcfs: jump + arrival        (latest first; the synthetic class only)
+//     wspt: (1 + jump) / cost     (least uncached work first)
 //  3. it was parked first.
 //
-// Requests are queued per partition (model_name, routing_group): each partition has its own
-// workers, so a busy partition never holds back another.
+// Across the classes of a partition, deficit round robin in configuration order: a visited
+// class whose head may be dispatched earns its quantum (in uncached tokens) when the head costs
+// more than its deficit, and pops the head when the deficit covers it; after a full round
+// without a pop, every dispatchable class earns the fewest whole quanta that let one pop. A
+// class that keeps a positive deficit after a pop is visited first next time, without a new
+// quantum; an empty class's deficit is reset.
 
 // waiter is one parked request. Fields other than index are set before it is pushed and never
 // change; index is owned by the queue.
@@ -27,13 +36,17 @@ type waiter struct {
 	req     *SelectRequest
 	reserve bool
 	part    engine.PartitionKey
+	class   int
+	isl     uint64
+	cached  uint64
+	cost    uint64 // max(1, isl − cached)
 	strict  uint32
 	score   float64
 	seq     uint64
 	parked  time.Time
 	// done receives the outcome exactly once (capacity 1, so dispatch never blocks).
 	done chan waitResult
-	// index is the waiter's position in its partition's heap, −1 once it left the queue.
+	// index is the waiter's position in its class's heap, −1 once it left the queue.
 	index int
 }
 
@@ -43,7 +56,7 @@ type waitResult struct {
 	err  error
 }
 
-// waitHeap is one partition's parked requests, best first at index 0.
+// waitHeap is one class's parked requests, best first at index 0.
 type waitHeap []*waiter
 
 func (h waitHeap) Len() int { return len(h) }
@@ -75,67 +88,112 @@ func (h *waitHeap) Pop() any {
 	return w
 }
 
+// classQueue is one class's parked requests, its deficit and its usage (for limits).
+type classQueue struct {
+	heap                   waitHeap
+	deficit                uint64
+	count, isl, cachedToks uint64
+}
+
+// partQueue is one partition's classes under one profile.
+type partQueue struct {
+	prof    *policyProfile
+	classes []classQueue // parallel to prof.classes
+	cursor  int          // the class deficit round robin visits first
+	carry   bool         // the cursor class keeps a deficit: no new quantum on its next visit
+	n       int
+	ok      []int8 // dispatchability scratch: 0 unknown, 1 yes, −1 no
+}
+
 // routerQueue holds the parked requests of every partition. It is a plain data structure: the
 // Service guards it with its mutex and decides when to park and dispatch.
 type routerQueue struct {
-	policy string // fcfs, lcfs or wspt
-	start  time.Time
-	parts  map[engine.PartitionKey]*waitHeap
-	n      int
-	seq    uint64
+	start time.Time
+	parts map[engine.PartitionKey]*partQueue
+	n     int
+	seq   uint64
 }
 
-func newRouterQueue(policy string, start time.Time) routerQueue {
-	return routerQueue{policy: policy, start: start, parts: map[engine.PartitionKey]*waitHeap{}}
+func newRouterQueue(start time.Time) routerQueue {
+	return routerQueue{start: start, parts: map[engine.PartitionKey]*partQueue{}}
 }
 
 // score is the policy score of a request parked at now (see the order above).
-func (q *routerQueue) score(req *SelectRequest, probe engine.QueueProbe, now time.Time) float64 {
+func (q *routerQueue) score(policy string, req *SelectRequest, cost uint64, now time.Time) float64 {
 	jump := 0.0
 	if req.PriorityJump != nil && *req.PriorityJump > 0 {
 		jump = *req.PriorityJump
 	}
 	arrival := now.Sub(q.start).Seconds()
-	switch q.policy {
+	switch policy {
 	case "lcfs":
 		return jump + arrival
 	case "wspt":
-		return (1 + jump) / float64(max(1, probe.ISL-min(probe.Cached, probe.ISL)))
+		return (1 + jump) / float64(cost)
 	}
 	return jump - arrival
 }
 
-// park adds a request measured by probe and returns its waiter.
-func (q *routerQueue) park(req *SelectRequest, reserve bool, probe engine.QueueProbe, now time.Time) *waiter {
+// part returns partition k's queue, creating it under profile prof.
+func (q *routerQueue) part(k engine.PartitionKey, prof *policyProfile) *partQueue {
+	pq := q.parts[k]
+	if pq == nil {
+		pq = &partQueue{prof: prof, classes: make([]classQueue, len(prof.classes)), ok: make([]int8, len(prof.classes))}
+		q.parts[k] = pq
+	}
+	return pq
+}
+
+// limitError is the 429 of a class whose queue limit is reached (nil when none is).
+func (q *routerQueue) limitError(k engine.PartitionKey, prof *policyProfile, class int, probe engine.QueueProbe) error {
+	c := prof.classes[class]
+	var usage [3]uint64
+	if pq := q.parts[k]; pq != nil && pq.prof == prof {
+		cq := &pq.classes[class]
+		usage = [3]uint64{cq.count, cq.isl, cq.cachedToks}
+	}
+	for i, per := range c.limits {
+		if per == nil {
+			continue
+		}
+		limit := satMul(*per, uint64(probe.Workers))
+		if usage[i] >= limit {
+			return &engine.Error{Kind: engine.ErrOverloaded,
+				Msg:     fmt.Sprintf("router policy class %q queue %s limit reached (current=%d, limit=%d)", c.name, limitKinds[i], usage[i], limit),
+				Details: engine.QueueRejection{PolicyClass: c.name, LimitKind: limitKinds[i], Current: usage[i], Limit: limit}}
+		}
+	}
+	return nil
+}
+
+// park adds a request of class class (of profile prof) measured by probe, and returns its
+// waiter.
+func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile, class int, probe engine.QueueProbe, now time.Time) *waiter {
 	q.seq++
-	w := &waiter{req: req, reserve: reserve, part: probe.Partition, score: q.score(req, probe, now),
-		seq: q.seq, parked: now, done: make(chan waitResult, 1)}
+	cached := min(probe.Cached, probe.ISL)
+	cost := max(1, probe.ISL-cached)
+	w := &waiter{req: req, reserve: reserve, part: probe.Partition, class: class, isl: probe.ISL, cached: cached,
+		cost: cost, score: q.score(prof.classes[class].policy, req, cost, now), seq: q.seq, parked: now,
+		done: make(chan waitResult, 1)}
 	if req.StrictPriority != nil {
 		w.strict = *req.StrictPriority
 	}
-	h := q.parts[w.part]
-	if h == nil {
-		h = &waitHeap{}
-		q.parts[w.part] = h
-	}
-	heap.Push(h, w)
+	pq := q.part(w.part, prof)
+	cq := &pq.classes[class]
+	heap.Push(&cq.heap, w)
+	cq.count++
+	cq.isl += w.isl
+	cq.cachedToks += w.cached
+	pq.n++
 	q.n++
 	return w
 }
 
-// waiting reports whether partition k has parked requests (a newcomer must then queue behind
-// them even if a rank is free: no bypass).
-func (q *routerQueue) waiting(k engine.PartitionKey) bool {
-	h := q.parts[k]
-	return h != nil && h.Len() > 0
-}
-
-// head returns partition k's next request, or nil.
-func (q *routerQueue) head(k engine.PartitionKey) *waiter {
-	if h := q.parts[k]; h != nil && h.Len() > 0 {
-		return (*h)[0]
-	}
-	return nil
+// waiting reports whether class class of partition k has parked requests (a newcomer of that
+// class must then queue behind them even if a rank is free: no bypass).
+func (q *routerQueue) waiting(k engine.PartitionKey, class int) bool {
+	pq := q.parts[k]
+	return pq != nil && class < len(pq.classes) && pq.classes[class].heap.Len() > 0
 }
 
 // remove takes w out of the queue; it reports false when w had already left it.
@@ -143,13 +201,101 @@ func (q *routerQueue) remove(w *waiter) bool {
 	if w.index < 0 {
 		return false
 	}
-	h := q.parts[w.part]
-	heap.Remove(h, w.index)
+	pq := q.parts[w.part]
+	cq := &pq.classes[w.class]
+	heap.Remove(&cq.heap, w.index)
+	cq.count--
+	cq.isl -= w.isl
+	cq.cachedToks -= w.cached
+	if cq.heap.Len() == 0 {
+		cq.deficit = 0
+	}
+	pq.n--
 	q.n--
-	if h.Len() == 0 {
+	if pq.n == 0 {
 		delete(q.parts, w.part)
 	}
 	return true
+}
+
+// next picks partition k's next request to dispatch by deficit round robin over the classes
+// whose head dispatchable accepts, charges it, and returns it (still queued: the caller
+// removes it). It returns nil when no head may be dispatched.
+func (q *routerQueue) next(k engine.PartitionKey, dispatchable func(*waiter) bool) *waiter {
+	pq := q.parts[k]
+	if pq == nil {
+		return nil
+	}
+	nc := len(pq.classes)
+	clear(pq.ok)
+	can := func(i int) bool {
+		if pq.ok[i] == 0 {
+			pq.ok[i] = -1
+			if dispatchable(pq.classes[i].heap[0]) {
+				pq.ok[i] = 1
+			}
+		}
+		return pq.ok[i] > 0
+	}
+	for step := range nc {
+		i := (pq.cursor + step) % nc
+		cq := &pq.classes[i]
+		if cq.heap.Len() == 0 {
+			cq.deficit = 0
+			continue
+		}
+		if !can(i) {
+			continue
+		}
+		cost := cq.heap[0].cost
+		if cost > cq.deficit && !(step == 0 && pq.carry) {
+			cq.deficit = satAdd(cq.deficit, pq.prof.classes[i].quantum)
+		}
+		if cost <= cq.deficit {
+			return pq.take(i)
+		}
+	}
+	// A full round without a pop: grant every dispatchable class the fewest whole quanta that
+	// let one of them pop, then take the first that can, in round order.
+	rounds := uint64(math.MaxUint64)
+	for i := range nc {
+		cq := &pq.classes[i]
+		if cq.heap.Len() == 0 || !can(i) {
+			continue
+		}
+		quantum := pq.prof.classes[i].quantum
+		need := (cq.heap[0].cost - min(cq.deficit, cq.heap[0].cost) + quantum - 1) / quantum
+		rounds = min(rounds, need)
+	}
+	if rounds == math.MaxUint64 {
+		return nil
+	}
+	for i := range nc {
+		if cq := &pq.classes[i]; cq.heap.Len() > 0 && can(i) {
+			cq.deficit = satAdd(cq.deficit, satMul(pq.prof.classes[i].quantum, rounds))
+		}
+	}
+	for step := range nc {
+		i := (pq.cursor + step) % nc
+		if cq := &pq.classes[i]; cq.heap.Len() > 0 && can(i) && cq.heap[0].cost <= cq.deficit {
+			return pq.take(i)
+		}
+	}
+	return nil
+}
+
+// take charges class i for its head and moves the cursor; the head stays queued.
+func (pq *partQueue) take(i int) *waiter {
+	cq := &pq.classes[i]
+	w := cq.heap[0]
+	cq.deficit -= w.cost
+	pq.carry = cq.heap.Len() > 1 && cq.deficit > 0
+	if pq.carry {
+		pq.cursor = i
+	} else {
+		pq.cursor = (i + 1) % len(pq.classes)
+	}
+	return w
 }
 
 // partitions appends the keys of the partitions with parked requests to dst.
@@ -158,4 +304,28 @@ func (q *routerQueue) partitions(dst []engine.PartitionKey) []engine.PartitionKe
 		dst = append(dst, k)
 	}
 	return dst
+}
+
+// all appends every parked request to dst.
+func (q *routerQueue) all(dst []*waiter) []*waiter {
+	for _, pq := range q.parts {
+		for i := range pq.classes {
+			dst = append(dst, pq.classes[i].heap...)
+		}
+	}
+	return dst
+}
+
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+func satMul(a, b uint64) uint64 {
+	if a != 0 && b > math.MaxUint64/a {
+		return math.MaxUint64
+	}
+	return a * b
 }

@@ -15,6 +15,21 @@ import (
 // dispatch with a real engine. Waiting callers run in goroutines; the tests synchronise by
 // polling Stats().Queue with a deadline, never by sleeping.
 
+// always is a dispatchability test that accepts every head.
+func always(*waiter) bool { return true }
+
+// drainOrder pops partition k's requests in dispatch order.
+func drainOrder(q *routerQueue, k engine.PartitionKey, names map[*waiter]string) string {
+	got := ""
+	for w := q.next(k, always); w != nil; w = q.next(k, always) {
+		got += names[w]
+		if !q.remove(w) || q.remove(w) {
+			panic("remove must succeed once")
+		}
+	}
+	return got
+}
+
 func TestRouterQueueOrder(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	type item struct {
@@ -43,22 +58,16 @@ func TestRouterQueueOrder(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprintf("%d-%s", i, tc.policy), func(t *testing.T) {
-			q := newRouterQueue(tc.policy, t0)
+			q := newRouterQueue(t0)
+			prof := syntheticProfile(&engine.Config{QueuePolicy: tc.policy, QueueThreshold: ptr(0.5)})
 			k := engine.PartitionKey{Model: "m", Group: "g"}
 			names := map[*waiter]string{}
 			for _, it := range tc.items {
 				req := &SelectRequest{PriorityJump: ptr(it.jump), StrictPriority: ptr(it.strict)}
-				w := q.park(req, false, engine.QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
+				w := q.park(req, false, prof, 0, engine.QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
 				names[w] = it.name
 			}
-			got := ""
-			for w := q.head(k); w != nil; w = q.head(k) {
-				got += names[w]
-				if !q.remove(w) || q.remove(w) {
-					t.Fatal("remove must succeed once")
-				}
-			}
-			if got != tc.want || q.n != 0 || q.waiting(k) {
+			if got := drainOrder(&q, k, names); got != tc.want || q.n != 0 || q.waiting(k, 0) {
 				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, q.n)
 			}
 		})
@@ -67,7 +76,8 @@ func TestRouterQueueOrder(t *testing.T) {
 
 func TestRouterQueuePartitionsAndRemove(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	q := newRouterQueue("fcfs", t0)
+	q := newRouterQueue(t0)
+	prof := syntheticProfile(&engine.Config{QueueThreshold: ptr(0.5)})
 	a, b := engine.PartitionKey{Model: "a"}, engine.PartitionKey{Model: "b"}
 	var ws []*waiter
 	for i := range 6 {
@@ -75,20 +85,24 @@ func TestRouterQueuePartitionsAndRemove(t *testing.T) {
 		if i%2 == 1 {
 			k = b
 		}
-		ws = append(ws, q.park(&SelectRequest{}, false, engine.QueueProbe{Partition: k}, t0.Add(time.Duration(i))))
+		ws = append(ws, q.park(&SelectRequest{}, false, prof, 0, engine.QueueProbe{Partition: k}, t0.Add(time.Duration(i))))
 	}
 	// Removing from the middle keeps the order of the rest; partitions are independent.
 	q.remove(ws[2])
-	if q.head(a) != ws[0] || q.head(b) != ws[1] || q.n != 5 {
+	if q.next(a, always) != ws[0] || q.next(b, always) != ws[1] || q.n != 5 {
 		t.Fatal("heads after removing from the middle")
 	}
 	q.remove(ws[0])
-	if q.head(a) != ws[4] {
+	if q.next(a, always) != ws[4] {
 		t.Fatal("a's next head")
 	}
 	q.remove(ws[4])
-	if q.waiting(a) || !q.waiting(b) || len(q.partitions(nil)) != 1 {
+	if q.waiting(a, 0) || !q.waiting(b, 0) || len(q.partitions(nil)) != 1 || q.next(a, always) != nil {
 		t.Fatal("an emptied partition must disappear")
+	}
+	// A head that may not be dispatched holds its class back.
+	if q.next(b, func(*waiter) bool { return false }) != nil {
+		t.Fatal("a blocked head must not be returned")
 	}
 }
 
@@ -275,7 +289,11 @@ func TestQueueAbandonAfterDispatchFreesBooking(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.mu.Lock()
-	w, err := svc.parkLocked(selReq("late", 1000, 8), true)
+	cl, err := svc.classifyLocked(selReq("late", 1000, 8))
+	var w *waiter
+	if err == nil {
+		w, err = svc.parkLocked(cl, true)
+	}
 	svc.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

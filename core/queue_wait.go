@@ -8,16 +8,18 @@ import (
 	"github.com/kvselect/kvselect/core/engine"
 )
 
-// The router queue (Dynamo's router_queue_threshold; spec §5.6). With queueing configured, a
-// non-advisory selection that finds every eligible rank busy (active prefill tokens above
-// threshold × max_num_batched_tokens) waits in the queue instead of failing, and is selected —
+// The router queue (Dynamo's router_queue_threshold and policy classes; spec §5.6). With
+// queueing configured, a non-advisory selection that finds every eligible rank busy under its
+// policy class's rule (policyclass.go; by default active prefill tokens above
+// router_queue_threshold × max_num_batched_tokens) waits in the queue instead of failing, or is
+// refused with 429 when its class's queue limit is reached, and is selected —
 // with the loads and overlap of that moment — and, for select_and_reserve, booked as soon as a
 // rank has room. Rules, as in Dynamo:
 //
-//   - No bypass: while a partition has parked requests, a newcomer parks behind them even if a
-//     rank is free; dispatch serves them in queue order (queue.go).
-//   - Head of line: a partition's queue is dispatched from its head until the head still finds
-//     every rank busy.
+//   - No bypass: while a class has parked requests, a newcomer of that class parks behind them
+//     even if a rank is free; dispatch serves them in queue order (queue.go).
+//   - Head of line: a class is dispatched from its head; deficit round robin picks among the
+//     classes whose head finds a rank with room, until none does.
 //   - Dispatch is attempted whenever load can have dropped or the candidates changed
 //     (prefill_complete, free, expiry, a peer's lifecycle event, a worker registered, patched
 //     or removed) and once a second as a safety net.
@@ -54,19 +56,25 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 		s.mu.Unlock()
 		return nil, errShuttingDown
 	}
-	if !s.eng.QueueingApplies(req, reserve) {
+	cl, err := s.classifyLocked(req)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	req = cl.req
+	if !cl.queues() || !s.eng.QueueingApplies(req, reserve) {
 		resp, err := s.selectLocked(req, reserve)
 		s.mu.Unlock()
 		return resp, err
 	}
-	if !s.q.waiting(partitionOf(req)) {
+	if !s.q.waiting(cl.part, cl.class) {
 		resp, err := s.selectLocked(req, reserve)
 		if !errors.Is(err, engine.ErrOverloaded) {
 			s.mu.Unlock()
 			return resp, err
 		}
 	}
-	w, err := s.parkLocked(req, reserve)
+	w, err := s.parkLocked(cl, reserve)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -79,13 +87,56 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 	}
 }
 
-// parkLocked validates and measures req and parks it. A select_and_reserve whose selection_id
-// is booked or already parked is refused with 409, as the engine refuses a duplicate booking.
-func (s *Service) parkLocked(req *SelectRequest, reserve bool) (*waiter, error) {
-	probe, err := s.eng.ProbeQueue(req)
-	if err != nil {
+// classified is a request with its policy class: req is a shallow copy carrying the class's
+// busy rule; probe is set when classification needed it.
+type classified struct {
+	req    *SelectRequest
+	part   engine.PartitionKey
+	prof   *policyProfile
+	class  int
+	probe  engine.QueueProbe
+	probed bool
+}
+
+func (c *classified) queues() bool { return c.prof.classes[c.class].queues() }
+
+// classifyLocked assigns req its policy class (policyclass.go). Only classes that bucket by
+// uncached tokens need the engine's probe; its errors are the selection's own.
+func (s *Service) classifyLocked(req *SelectRequest) (classified, error) {
+	cl := classified{part: partitionOf(req)}
+	cl.prof = s.pol.forModel(cl.part.Model)
+	var uncached uint64
+	if _, explicit := cl.prof.explicit[req.PolicyClass]; !explicit && cl.prof.needsProbe() {
+		probe, err := s.eng.ProbeQueue(req)
+		if err != nil {
+			return cl, err
+		}
+		cl.probe, cl.probed = probe, true
+		uncached = probe.ISL - min(probe.Cached, probe.ISL)
+	}
+	cl.class = cl.prof.classify(req.PolicyClass, uncached)
+	r := *req
+	busy := cl.prof.classes[cl.class].busy
+	r.Busy = &busy
+	cl.req = &r
+	return cl, nil
+}
+
+// parkLocked measures a classified request and parks it, unless its class's queue limit is
+// reached (429) or it is a select_and_reserve whose selection_id is booked or already parked
+// (409, as the engine refuses a duplicate booking).
+func (s *Service) parkLocked(cl classified, reserve bool) (*waiter, error) {
+	if !cl.probed {
+		probe, err := s.eng.ProbeQueue(cl.req)
+		if err != nil {
+			return nil, err
+		}
+		cl.probe = probe
+	}
+	if err := s.q.limitError(cl.part, cl.prof, cl.class, cl.probe); err != nil {
 		return nil, err
 	}
+	req := cl.req
 	if reserve && req.SelectionID != nil {
 		id := *req.SelectionID
 		if _, parked := s.parkedIDs[id]; parked || s.eng.HasReservation(id) {
@@ -93,7 +144,7 @@ func (s *Service) parkLocked(req *SelectRequest, reserve bool) (*waiter, error) 
 		}
 		s.parkedIDs[id] = struct{}{}
 	}
-	w := s.q.park(req, reserve, probe, s.clock())
+	w := s.q.park(req, reserve, cl.prof, cl.class, cl.probe, s.clock())
 	s.queueGauge()
 	return w, nil
 }
@@ -117,12 +168,9 @@ func (s *Service) drainLocked() {
 	}
 	s.drainKeys = s.q.partitions(s.drainKeys[:0])
 	for _, k := range s.drainKeys {
-		for w := s.q.head(k); w != nil; w = s.q.head(k) {
-			resp, err := s.selectLocked(w.req, w.reserve)
-			if errors.Is(err, engine.ErrOverloaded) {
-				break
-			}
+		for w := s.q.next(k, s.dispatchable); w != nil; w = s.q.next(k, s.dispatchable) {
 			s.leaveLocked(w)
+			resp, err := s.selectLocked(w.req, w.reserve)
 			s.queueStats.dispatched++
 			s.queueStats.waited += s.clock().Sub(w.parked)
 			w.done <- waitResult{resp, err}
@@ -130,6 +178,14 @@ func (s *Service) drainLocked() {
 	}
 	clear(s.drainKeys)
 	s.queueGauge()
+}
+
+// dispatchable reports whether a parked request may be selected now: some rank it may use is
+// not busy under its class's rule. A request whose selection would fail for another reason
+// (its workers are gone) is dispatchable too, so that it gets that answer.
+func (s *Service) dispatchable(w *waiter) bool {
+	probe, err := s.eng.ProbeQueue(w.req)
+	return err != nil || !probe.Busy
 }
 
 // leaveLocked takes w out of the queue and its id out of the parked set.
@@ -166,11 +222,9 @@ func (s *Service) abandon(w *waiter, cause error) error {
 
 // failQueueLocked ends every parked request with err (service shutdown).
 func (s *Service) failQueueLocked(err error) {
-	for _, k := range s.q.partitions(nil) {
-		for w := s.q.head(k); w != nil; w = s.q.head(k) {
-			s.leaveLocked(w)
-			w.done <- waitResult{nil, err}
-		}
+	for _, w := range s.q.all(nil) {
+		s.leaveLocked(w)
+		w.done <- waitResult{nil, err}
 	}
 	s.queueGauge()
 }

@@ -74,6 +74,7 @@ type Service struct {
 	// selection ids of parked select_and_reserve requests; queued mirrors q.n for lock-free
 	// reads.
 	q          routerQueue
+	pol        *policies
 	parkedIDs  map[string]struct{}
 	queueStats queueCounters
 	drainKeys  []engine.PartitionKey
@@ -123,6 +124,10 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		}
 		key = b
 	}
+	pol, err := loadPolicies(&cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
 	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring})
@@ -133,7 +138,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
 	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot,
-		q: newRouterQueue(cfg.Engine.QueuePolicy, cfg.Clock()), parkedIDs: map[string]struct{}{}}
+		q: newRouterQueue(cfg.Clock()), pol: pol, parkedIDs: map[string]struct{}{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -314,7 +319,11 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	return s.eng.Select(req, s.clock())
+	cl, err := s.classifyLocked(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.eng.Select(cl.req, s.clock())
 }
 
 // SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
@@ -324,7 +333,11 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	resp, err := s.eng.SelectAndReserve(req, s.clock())
+	cl, err := s.classifyLocked(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.eng.SelectAndReserve(cl.req, s.clock())
 	s.flushLocked()
 	return resp, err
 }

@@ -223,8 +223,7 @@ type QueueRejection struct {
 // admit applies the busy check of the router queue (spec §5.6): when every eligible rank is busy
 // the request is rejected with ErrOverloaded. The engine never waits; core's router queue parks
 // such a request and retries it when load drops (core/queue_wait.go).
-func (e *Engine) admit(cs []scored) error {
-	frac := deref(e.cfg.QueueThreshold, math.Inf(1))
+func (e *Engine) admit(cs []scored, rule BusyRule) error {
 	anyEligible := false
 	for i := range cs {
 		s := &cs[i]
@@ -232,7 +231,7 @@ func (e *Engine) admit(cs []scored) error {
 			continue
 		}
 		anyEligible = true
-		if notBusy(s.Load.ActivePrefillTokens, s.w, frac) {
+		if !rule.busy(s.Load.ActivePrefillTokens, s.w) {
 			return nil
 		}
 	}
@@ -242,11 +241,32 @@ func (e *Engine) admit(cs []scored) error {
 	return overloaded()
 }
 
-// notBusy reports whether a rank with this active prefill load is under the queue threshold
-// (frac of its worker's prefill capacity).
-func notBusy(activePrefill uint64, w *worker, frac float64) bool {
-	capacity := float64(deref(w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
-	return float64(activePrefill) <= frac*capacity
+// queueing reports whether admission applies to req: router queueing is configured, or core
+// gave the request its policy class's busy rule.
+func (e *Engine) queueing(req *SelectRequest) bool {
+	return req.Busy != nil || e.cfg.QueueingEnabled()
+}
+
+// busyRule is the rule admission applies to req: its class's, or router_queue_threshold as a
+// fraction of each worker's prefill capacity.
+func (e *Engine) busyRule(req *SelectRequest) BusyRule {
+	if req.Busy != nil {
+		return *req.Busy
+	}
+	return BusyRule{Frac: e.cfg.QueueThreshold}
+}
+
+// busy reports whether a rank of worker w with this active prefill load is busy under r. A
+// worker without max_num_batched_tokens has Dynamo's default capacity.
+func (r BusyRule) busy(activePrefill uint64, w *worker) bool {
+	if r.Tokens != nil && activePrefill > *r.Tokens {
+		return true
+	}
+	if r.Frac != nil {
+		capacity := float64(deref(w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity))
+		return float64(activePrefill) > *r.Frac*capacity
+	}
+	return false
 }
 
 // overloaded is the 429 rejection of admit.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -65,9 +64,10 @@ func (e *Engine) fastEligible(p *partition, req *SelectRequest, session string, 
 }
 
 // chooseFast is choose's tail for fast-eligible requests (see the top of this file). allowed is
-// the request's allowed_worker_ids (nil: every rank is eligible). The error cases are those of the
+// the request's allowed_worker_ids (nil: every rank is eligible); with admission, rule is the
+// busy rule to apply. The error cases are those of the
 // general path for such requests: admission (429), and no eligible rank (503).
-func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission, booking bool) error {
+func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, rule BusyRule, booking bool) error {
 	p, n, w := sel.p, &sel.norm, sel.w
 	f := &e.scratch.fast
 	f.hits++
@@ -87,8 +87,8 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission, booking
 
 	// Admission reads loads only, which nothing below changes: checking it first is the general
 	// path's order as far as anything observable goes (no random draw happens before it).
-	if admission && e.cfg.QueueingEnabled() {
-		if err := e.admitFast(p, elig); err != nil {
+	if admission {
+		if err := e.admitFast(p, elig, rule); err != nil {
 			return err
 		}
 	}
@@ -200,15 +200,14 @@ func (e *Engine) boundFast(p *partition, session string, elig []bool) int {
 
 // admitFast is admit over the eligible ranks (elig nil: all): nil as soon as one is not busy, or
 // when none is eligible.
-func (e *Engine) admitFast(p *partition, elig []bool) error {
-	frac := deref(e.cfg.QueueThreshold, math.Inf(1))
+func (e *Engine) admitFast(p *partition, elig []bool, rule BusyRule) error {
 	anyEligible := false
 	for i := range p.cands {
 		if elig != nil && !elig[i] {
 			continue
 		}
 		anyEligible = true
-		if prefill, _, _, _, _ := p.tracker.CountersAt(i); notBusy(prefill, p.cands[i].w, frac) {
+		if prefill, _, _, _, _ := p.tracker.CountersAt(i); !rule.busy(prefill, p.cands[i].w) {
 			return nil
 		}
 	}

@@ -93,7 +93,7 @@ func BenchmarkFastSteps(b *testing.B) {
 		s := sel(0)
 		for i := 0; i < b.N; i++ {
 			s.norm = norms[i%len(norms)]
-			if err := e.chooseFast(s, nil, false, false); err != nil {
+			if err := e.chooseFast(s, nil, false, BusyRule{}, false); err != nil {
 				b.Fatal(err)
 			}
 		}

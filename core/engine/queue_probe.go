@@ -8,6 +8,12 @@ type QueueProbe struct {
 	Partition PartitionKey
 	ISL       uint64
 	Cached    uint64 // ≤ ISL
+	// Busy: every rank the request may use is busy under its busy rule (req.Busy, or
+	// router_queue_threshold), so a selection now would be refused; false when no rank is
+	// eligible (the selection would fail with 503 instead).
+	Busy bool
+	// Workers is how many workers the partition has (router-queue limits are per worker).
+	Workers int
 }
 
 // ProbeQueue validates req exactly as Select does and measures it for the router queue. It
@@ -32,13 +38,18 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 	}
 	cands := e.score(p, &norm, w)
 	filter(cands, req)
-	pr := QueueProbe{Partition: key, ISL: norm.isl}
+	pr := QueueProbe{Partition: key, ISL: norm.isl, Workers: len(p.members)}
 	bs := uint64(p.blockSize)
+	rule := e.busyRule(req)
+	anyEligible, allBusy := false, true
 	for i := range cands {
-		if cands[i].eligible {
-			pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(&cands[i], bs, w)))
+		if c := &cands[i]; c.eligible {
+			pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(c, bs, w)))
+			anyEligible = true
+			allBusy = allBusy && rule.busy(c.Load.ActivePrefillTokens, c.w)
 		}
 	}
+	pr.Busy = anyEligible && allBusy
 	return pr, nil
 }
 
@@ -46,7 +57,7 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 // the request is neither advisory nor pinned (a pinned request names its rank and is never
 // parked, as Dynamo's pinned path bypasses the busy check of the pool).
 func (e *Engine) QueueingApplies(req *SelectRequest, booking bool) bool {
-	return e.cfg.QueueingEnabled() && (booking || !req.Advisory) && req.PinnedWorker == nil
+	return e.queueing(req) && (booking || !req.Advisory) && req.PinnedWorker == nil
 }
 
 // HasReservation reports whether id is a live booking (local or mirrored from a peer).

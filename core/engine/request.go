@@ -27,6 +27,17 @@ type SelectRequest struct {
 	Advisory bool `json:"advisory,omitempty"`
 	// PolicyClass comes from the x-dynamo-meta-policy-class header, not the body.
 	PolicyClass string `json:"-"`
+	// Busy, when set, is the busy rule of the router-queue policy class the request belongs to
+	// (set by core, never decoded): it replaces router_queue_threshold in the admission check.
+	Busy *BusyRule `json:"-"`
+}
+
+// BusyRule says when a rank is too busy to admit a request: its active prefill tokens exceed
+// Tokens, or exceed Frac × its max_num_batched_tokens (either test; an absent one never fires).
+// A request is refused (or queued) only when every eligible rank is busy.
+type BusyRule struct {
+	Tokens *uint64
+	Frac   *float64
 }
 
 // SessionContext is the session metadata a frontend hands to worker selection. When present,

@@ -121,7 +121,8 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	if e.fastEligible(p, req, session, w) {
 		sel := &e.scratch.sel
 		*sel = selection{p: p, norm: norm, w: w, session: session}
-		if err := e.chooseFast(sel, req.AllowedWorkerIDs, admission, booking); err != nil {
+		admit := admission && e.queueing(req)
+		if err := e.chooseFast(sel, req.AllowedWorkerIDs, admit, e.busyRule(req), booking); err != nil {
 			return nil, err
 		}
 		return sel, nil
@@ -148,8 +149,8 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 		}
 		return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not schedulable for %s", *pw.WorkerID, *pw.DPRank, key)
 	}
-	if admission && e.cfg.QueueingEnabled() {
-		if err := e.admit(cands); err != nil {
+	if admission && e.queueing(req) {
+		if err := e.admit(cands, e.busyRule(req)); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,236 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/internal/poll"
+)
+
+// exampleYAML is the example of policyclass.go's documentation.
+const exampleYAML = `
+default_policy_family: normal
+uncached_isl_buckets:
+  - {min_tokens: 0, bucket: short}
+  - {min_tokens: 2048, bucket: long}
+policy_classes:
+  - {name: normal-short, policy_family: normal, cache_bucket: short, queue_policy: wspt, quantum: 1024, prefill_busy_threshold_frac: 8.0}
+  - {name: normal-long, policy_family: normal, cache_bucket: long, quantum: 256, prefill_busy_threshold: 32768, request_queue_limit_per_worker: 64}
+  - {name: batch-short, policy_family: batch, cache_bucket: short, quantum: 64}
+  - {name: batch-long, policy_family: batch, cache_bucket: long, quantum: 64}
+  - {name: vip, quantum: 4096, prefill_busy_threshold_frac: 8.0}
+`
+
+func parsePolicies(t *testing.T, text string) (*policies, error) {
+	t.Helper()
+	ps := &policies{synthetic: syntheticProfile(&engine.Config{})}
+	return ps, ps.parse([]byte(text))
+}
+
+func TestPolicyConfigValidation(t *testing.T) {
+	const buckets = "uncached_isl_buckets: [{min_tokens: 0, bucket: s}, {min_tokens: 10, bucket: l}]\n"
+	const grid = "  - {name: fs, policy_family: f, cache_bucket: s, quantum: 1}\n  - {name: fl, policy_family: f, cache_bucket: l, quantum: 1}\n"
+	root := func(classes string) string {
+		return "default_policy_family: f\n" + buckets + "policy_classes:\n" + grid + classes
+	}
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"empty file", "", "router policy config must define a root profile or at least one model profile"},
+		{"partial root", "default_policy_family: f\n", "root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes when any root profile field is present"},
+		{"unknown key", root("") + "surprise: 1\n", "field surprise not found"},
+		{"unknown class key", root("  - {name: x, quantum: 1, colour: red}\n"), "field colour not found"},
+		{"bad class name", root("  - {name: 'a b', quantum: 1}\n"), `root policy class name "a b" must match [A-Za-z0-9_.-]+`},
+		{"zero quantum", root("  - {name: x, quantum: 0}\n"), `root policy class "x" quantum must be greater than zero`},
+		{"lcfs", root("  - {name: x, quantum: 1, queue_policy: lcfs}\n"), `root policy class "x" queue_policy must be fcfs or wspt`},
+		{"negative frac", root("  - {name: x, quantum: 1, prefill_busy_threshold_frac: -1}\n"), `root policy class "x" prefill_busy_threshold_frac must be finite and non-negative`},
+		{"family without bucket", root("  - {name: x, quantum: 1, policy_family: f}\n"), `root policy class "x" must specify both policy_family and cache_bucket or neither for an explicit class`},
+		{"unknown bucket", root("  - {name: x, quantum: 1, policy_family: g, cache_bucket: z}\n"), `root policy class "x" references unknown cache bucket "z"`},
+		{"duplicate class", root("  - {name: fs, quantum: 1}\n"), `root contains duplicate policy class "fs"`},
+		{"duplicate cell", root("  - {name: x, quantum: 1, policy_family: f, cache_bucket: s}\n"), `root contains duplicate policy classes for family "f" and bucket "s"`},
+		{"missing cell", root("  - {name: gs, quantum: 1, policy_family: g, cache_bucket: s}\n"), `root is missing a policy class for family "g" and bucket "l"`},
+		{"explicit collides with family", root("  - {name: f, quantum: 1}\n"), `root explicit policy class "f" collides with a policy family`},
+		{"unknown default family", strings.Replace(root(""), "default_policy_family: f", "default_policy_family: nope", 1), `root default_policy_family "nope" does not name a configured family`},
+		{"buckets not from 0", "default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 5, bucket: s}]\npolicy_classes: [{name: fs, policy_family: f, cache_bucket: s, quantum: 1}]\n", "root uncached_isl_buckets must start at min_tokens 0"},
+		{"buckets not increasing", "default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 0, bucket: s}, {min_tokens: 0, bucket: l}]\npolicy_classes: [{name: fs, policy_family: f, cache_bucket: s, quantum: 1}]\n", "root uncached_isl_buckets min_tokens must be strictly increasing"},
+		{"duplicate bucket", "default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 0, bucket: s}, {min_tokens: 3, bucket: s}]\npolicy_classes: [{name: fs, policy_family: f, cache_bucket: s, quantum: 1}]\n", `root contains duplicate cache bucket "s"`},
+		{"no classes", "default_policy_family: f\n" + buckets + "policy_classes: []\n", "root policy_classes must not be empty"},
+		{"model loc", "models:\n  llama:\n    default_policy_family: f\n    " + strings.ReplaceAll(buckets, "\n", "\n    ") + "policy_classes: [{name: fs, policy_family: f, cache_bucket: s, quantum: 0}]\n", `model "llama" policy class "fs" quantum must be greater than zero`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parsePolicies(t, tc.yaml)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := parsePolicies(t, exampleYAML); err != nil {
+		t.Fatalf("the documented example is invalid: %v", err)
+	}
+}
+
+func TestPolicyClassify(t *testing.T) {
+	ps, err := parsePolicies(t, exampleYAML+`models:
+  special:
+    default_policy_family: only
+    uncached_isl_buckets: [{min_tokens: 0, bucket: all}]
+    policy_classes: [{name: only-all, policy_family: only, cache_bucket: all, quantum: 1}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := ps.forModel("llama")
+	name := func(p *policyProfile, header string, uncached uint64) string {
+		return p.classes[p.classify(header, uncached)].name
+	}
+	cases := []struct {
+		header   string
+		uncached uint64
+		want     string
+	}{
+		{"", 0, "normal-short"},
+		{"", 2047, "normal-short"},
+		{"", 2048, "normal-long"},
+		{"batch", 5000, "batch-long"},
+		{"batch", 10, "batch-short"},
+		{"vip", 99999, "vip"},
+		{"no-such-class", 3000, "normal-long"},
+		{"normal-long", 10, "normal-short"}, // a grid class's own name is not a selector
+	}
+	for _, tc := range cases {
+		if got := name(root, tc.header, tc.uncached); got != tc.want {
+			t.Errorf("classify(%q, %d) = %s, want %s", tc.header, tc.uncached, got, tc.want)
+		}
+	}
+	if got := name(ps.forModel("special"), "vip", 0); got != "only-all" {
+		t.Fatalf("a model profile replaces the root wholly: got %s", got)
+	}
+	if !root.classes[root.explicit["vip"]].queues() || root.classes[2].queues() {
+		t.Fatal("queues() must follow the busy thresholds")
+	}
+}
+
+// TestDeficitRoundRobin: two backlogged classes of equal request cost share dispatches in the
+// ratio of their quanta, a carried deficit is spent before the cursor moves on, and an emptied
+// class loses its credit.
+func TestDeficitRoundRobin(t *testing.T) {
+	ps, err := parsePolicies(t, `
+default_policy_family: f
+uncached_isl_buckets: [{min_tokens: 0, bucket: s}]
+policy_classes:
+  - {name: a, quantum: 100, prefill_busy_threshold: 1}
+  - {name: b, quantum: 300, prefill_busy_threshold: 1}
+  - {name: fs, policy_family: f, cache_bucket: s, quantum: 1}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := ps.root
+	t0 := time.Unix(0, 0)
+	q := newRouterQueue(t0)
+	k := engine.PartitionKey{Model: "m"}
+	names := map[*waiter]string{}
+	for i, n := range []string{"a1", "a2", "a3", "a4", "b1", "b2", "b3", "b4"} {
+		class := prof.explicit[n[:1]]
+		w := q.park(&SelectRequest{}, false, prof, class, engine.QueueProbe{Partition: k, ISL: 100}, t0.Add(time.Duration(i)))
+		names[w] = n
+	}
+	if got, want := drainOrder(&q, k, names), "a1b1b2b3a2b4a3a4"; got != want {
+		t.Fatalf("dispatch order %s, want %s", got, want)
+	}
+}
+
+// policyFixture is queueFixture with a policy-class file instead of router_queue_threshold.
+func policyFixture(t *testing.T, yamlText string) *Service {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.KVSelectDefaults()
+	cfg.UseKVEvents = false
+	cfg.PolicyConfig = path
+	svc, err := New(Config{Engine: cfg, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(1)), Endpoint: ptr("http://w1"), BlockSize: ptr(uint32(4)),
+		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// TestPolicyClassesOverTheService: classes bring their own busy rule (an absolute token
+// threshold here), a class without thresholds never waits, and a class's queue limit answers
+// 429 with Dynamo's message and details.
+func TestPolicyClassesOverTheService(t *testing.T) {
+	svc := policyFixture(t, `
+default_policy_family: f
+uncached_isl_buckets: [{min_tokens: 0, bucket: s}]
+policy_classes:
+  - {name: fs, policy_family: f, cache_bucket: s, quantum: 8, prefill_busy_threshold: 50, request_queue_limit_per_worker: 1}
+  - {name: free, quantum: 1}
+`)
+	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil { // 60 > 50: busy for fs
+		t.Fatal(err)
+	}
+	// The class without thresholds is never held back.
+	free := selReq("free", 100, 8)
+	free.PolicyClass = "free"
+	if _, err := svc.SelectAndReserveWait(t.Context(), free); err != nil {
+		t.Fatalf("class without thresholds: %v", err)
+	}
+	// fs waits; its limit is 1 request × 1 worker, so a second one is refused.
+	out := make(chan outcome, 1)
+	wait(t.Context(), svc, selReq("w1", 200, 8), true, out)
+	poll.True(t, queueWait, "w1 parked", pendingIs(svc, 1))
+	_, err := svc.SelectAndReserveWait(t.Context(), selReq("w2", 300, 8))
+	var ee *engine.Error
+	if !errors.As(err, &ee) || !errors.Is(err, engine.ErrOverloaded) ||
+		ee.Msg != `router policy class "fs" queue requests limit reached (current=1, limit=1)` ||
+		ee.Details != (engine.QueueRejection{PolicyClass: "fs", LimitKind: "requests", Current: 1, Limit: 1}) {
+		t.Fatalf("over the limit: %#v", err)
+	}
+	// The immediate API applies the class rule too: busy → 429.
+	if _, err := svc.SelectAndReserve(selReq("now", 400, 8)); !errors.Is(err, engine.ErrOverloaded) {
+		t.Fatalf("immediate select_and_reserve: %v", err)
+	}
+	if err := svc.PrefillComplete("big"); err != nil {
+		t.Fatal(err)
+	}
+	if o := recv(t, out); o.id != "w1" || o.err != nil {
+		t.Fatalf("w1: %+v", o)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := svc.SelectAndReserveWait(ctx, selReq("after", 500, 8)); err != nil {
+		t.Fatalf("with room again a request is served at once: %v", err)
+	}
+}
+
+func TestLoadPoliciesErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("policy_classes: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing.yaml"): "failed to read router policy config",
+		bad:                                "failed to parse router policy config " + bad,
+	} {
+		cfg := engine.DefaultConfig()
+		cfg.PolicyConfig = path
+		if _, err := New(Config{Engine: cfg, Seed: 1}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want %q", path, err, want)
+		}
+	}
+}
