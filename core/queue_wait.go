@@ -87,8 +87,9 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 	}
 }
 
-// classified is a request with its policy class: req is a shallow copy carrying the class's
-// busy rule; probe is set when classification needed it.
+// classified is a request with its policy class: req carries the class's busy rule (a shallow
+// copy of the caller's request, unless the class is the synthetic one, whose rule is the
+// engine's default); probe is set when classification needed it.
 type classified struct {
 	req    *SelectRequest
 	part   engine.PartitionKey
@@ -115,10 +116,15 @@ func (s *Service) classifyLocked(req *SelectRequest) (classified, error) {
 		uncached = probe.ISL - min(probe.Cached, probe.ISL)
 	}
 	cl.class = cl.prof.classify(req.PolicyClass, uncached)
-	r := *req
-	busy := cl.prof.classes[cl.class].busy
-	r.Busy = &busy
-	cl.req = &r
+	cl.req = req
+	if cl.prof != s.pol.synthetic {
+		// The engine's own rule is the synthetic class's; any other class brings its rule on a
+		// copy of the request (the caller's stays untouched). Classes are immutable, so the copy
+		// may point at the class's rule.
+		r := *req
+		r.Busy = &cl.prof.classes[cl.class].busy
+		cl.req = &r
+	}
 	return cl, nil
 }
 
