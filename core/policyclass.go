@@ -169,6 +169,7 @@ type (
 		RequestQueueLimitPerWorker     *uint64  `yaml:"request_queue_limit_per_worker"`
 		RawISLTokenQueueLimitPerWorker *uint64  `yaml:"raw_isl_token_queue_limit_per_worker"`
 		CachedTokenQueueLimitPerWorker *uint64  `yaml:"cached_token_queue_limit_per_worker"`
+		BusyWorkerRatio                *float64 `yaml:"busy_worker_ratio"`
 	}
 )
 
@@ -281,6 +282,15 @@ func buildProfile(loc string, y profileYAML) (*policyProfile, error) {
 		}
 		if f := cy.PrefillBusyThresholdFrac; f != nil && (math.IsNaN(*f) || math.IsInf(*f, 0) || *f < 0) {
 			return nil, invalid("%s policy class %q prefill_busy_threshold_frac must be finite and non-negative", loc, n)
+		}
+		if r := cy.BusyWorkerRatio; r != nil {
+			if math.IsNaN(*r) || *r <= 0 || *r > 1 {
+				return nil, invalid("%s policy class %q busy_worker_ratio must be a finite fraction in (0.0, 1.0]", loc, n)
+			}
+			if !c.queues() {
+				return nil, invalid("%s policy class %q busy_worker_ratio requires prefill_busy_threshold or prefill_busy_threshold_frac", loc, n)
+			}
+			c.busy.Ratio = r
 		}
 		if (cy.PolicyFamily == nil) != (cy.CacheBucket == nil) {
 			return nil, invalid("%s policy class %q must specify both policy_family and cache_bucket or neither for an explicit class", loc, n)

@@ -50,6 +50,8 @@ func TestPolicyConfigValidation(t *testing.T) {
 		{"zero quantum", root("  - {name: x, quantum: 0}\n"), `root policy class "x" quantum must be greater than zero`},
 		{"lcfs", root("  - {name: x, quantum: 1, queue_policy: lcfs}\n"), `root policy class "x" queue_policy must be fcfs or wspt`},
 		{"negative frac", root("  - {name: x, quantum: 1, prefill_busy_threshold_frac: -1}\n"), `root policy class "x" prefill_busy_threshold_frac must be finite and non-negative`},
+		{"ratio out of range", root("  - {name: x, quantum: 1, prefill_busy_threshold: 5, busy_worker_ratio: 1.5}\n"), `root policy class "x" busy_worker_ratio must be a finite fraction in (0.0, 1.0]`},
+		{"ratio without threshold", root("  - {name: x, quantum: 1, busy_worker_ratio: 0.5}\n"), `root policy class "x" busy_worker_ratio requires prefill_busy_threshold or prefill_busy_threshold_frac`},
 		{"family without bucket", root("  - {name: x, quantum: 1, policy_family: f}\n"), `root policy class "x" must specify both policy_family and cache_bucket or neither for an explicit class`},
 		{"unknown bucket", root("  - {name: x, quantum: 1, policy_family: g, cache_bucket: z}\n"), `root policy class "x" references unknown cache bucket "z"`},
 		{"duplicate class", root("  - {name: fs, quantum: 1}\n"), `root contains duplicate policy class "fs"`},

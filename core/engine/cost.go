@@ -224,21 +224,44 @@ type QueueRejection struct {
 // the request is rejected with ErrOverloaded. The engine never waits; core's router queue parks
 // such a request and retries it when load drops (core/queue_wait.go).
 func (e *Engine) admit(cs []scored, rule BusyRule) error {
-	anyEligible := false
+	var pc poolCount
 	for i := range cs {
 		s := &cs[i]
 		if !s.eligible {
 			continue
 		}
-		anyEligible = true
-		if !rule.busy(s.Load.ActivePrefillTokens, s.w) {
-			return nil
+		if !pc.add(rule.busy(s.Load.ActivePrefillTokens, s.w)) && rule.Ratio == nil {
+			return nil // one rank with room is enough
 		}
 	}
-	if !anyEligible {
-		return nil
+	if rule.poolBusy(pc) {
+		return overloaded()
 	}
-	return overloaded()
+	return nil
+}
+
+// poolCount counts the eligible ranks of a busy check and how many of them are busy.
+type poolCount struct{ eligible, busy int }
+
+// add counts one eligible rank and returns busy.
+func (c *poolCount) add(busy bool) bool {
+	c.eligible++
+	if busy {
+		c.busy++
+	}
+	return busy
+}
+
+// poolBusy reports whether the ranks counted in c make the pool busy under r: every one of them
+// busy, or with Ratio at least Ratio × eligible of them; never when none is eligible.
+func (r BusyRule) poolBusy(c poolCount) bool {
+	if c.eligible == 0 {
+		return false
+	}
+	if r.Ratio == nil {
+		return c.busy == c.eligible
+	}
+	return float64(c.busy) >= *r.Ratio*float64(c.eligible)
 }
 
 // queueing reports whether admission applies to req: router queueing is configured, or core

@@ -201,20 +201,20 @@ func (e *Engine) boundFast(p *partition, session string, elig []bool) int {
 // admitFast is admit over the eligible ranks (elig nil: all): nil as soon as one is not busy, or
 // when none is eligible.
 func (e *Engine) admitFast(p *partition, elig []bool, rule BusyRule) error {
-	anyEligible := false
+	var pc poolCount
 	for i := range p.cands {
 		if elig != nil && !elig[i] {
 			continue
 		}
-		anyEligible = true
-		if prefill, _, _, _, _ := p.tracker.CountersAt(i); !rule.busy(prefill, p.cands[i].w) {
-			return nil
+		prefill, _, _, _, _ := p.tracker.CountersAt(i)
+		if !pc.add(rule.busy(prefill, p.cands[i].w)) && rule.Ratio == nil {
+			return nil // one rank with room is enough
 		}
 	}
-	if !anyEligible {
-		return nil
+	if rule.poolBusy(pc) {
+		return overloaded()
 	}
-	return overloaded()
+	return nil
 }
 
 // argmin is the temperature-0 rule of pick and of the fast path as a running state: the first

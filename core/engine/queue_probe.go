@@ -41,15 +41,14 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 	pr := QueueProbe{Partition: key, ISL: norm.isl, Workers: len(p.members)}
 	bs := uint64(p.blockSize)
 	rule := e.busyRule(req)
-	anyEligible, allBusy := false, true
+	var pc poolCount
 	for i := range cands {
 		if c := &cands[i]; c.eligible {
 			pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(c, bs, w)))
-			anyEligible = true
-			allBusy = allBusy && rule.busy(c.Load.ActivePrefillTokens, c.w)
+			pc.add(rule.busy(c.Load.ActivePrefillTokens, c.w))
 		}
 	}
-	pr.Busy = anyEligible && allBusy
+	pr.Busy = rule.poolBusy(pc)
 	return pr, nil
 }
 

@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
 
 // TestProbeQueue: the probe measures the prompt and the best effective cached prefix over the
 // ranks the request may use, validates as Select does, and leaves no trace (no state change, no
@@ -80,6 +84,48 @@ func TestQueueingApplies(t *testing.T) {
 	for i, tc := range cases {
 		if got := tc.e.QueueingApplies(tc.req, tc.booking); got != tc.want {
 			t.Fatalf("case %d: %v, want %v", i, got, tc.want)
+		}
+	}
+}
+
+// TestBusyRuleRatio: with busy_worker_ratio the pool is busy once that share of the eligible
+// ranks is busy; the fast path, the general path and ProbeQueue agree on every count.
+func TestBusyRuleRatio(t *testing.T) {
+	e := newEngine(t, nil)
+	for id := uint64(1); id <= 4; id++ {
+		mustUpsert(t, e, spec(id))
+	}
+	rule := &BusyRule{Tokens: ptr(uint64(50)), Ratio: ptr(0.5)}
+	all := &BusyRule{Tokens: ptr(uint64(50))}
+	probeReq := func(r *BusyRule, general bool) *SelectRequest {
+		req := selReq("", toks(9000, 8))
+		req.Busy = r
+		if general {
+			req.RoutingConstraints = &RoutingConstraints{} // not fast-eligible
+		}
+		return req
+	}
+	for busy := 0; busy <= 4; busy++ {
+		if busy > 0 { // make worker `busy` busy: 60 > 50 prefill tokens
+			_, err := e.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("b", busy)), WorkerID: ptr(uint64(busy)),
+				Prompt: Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}, t0)
+			noErr(t, err)
+		}
+		for _, tc := range []struct {
+			r    *BusyRule
+			want bool // pool busy
+		}{{rule, busy >= 2}, {all, busy == 4}} {
+			pr, err := e.ProbeQueue(probeReq(tc.r, false))
+			noErr(t, err)
+			if pr.Busy != tc.want {
+				t.Fatalf("%d busy, ratio %v: probe busy %v, want %v", busy, tc.r.Ratio != nil, pr.Busy, tc.want)
+			}
+			for _, general := range []bool{false, true} {
+				_, err := e.Select(probeReq(tc.r, general), t0)
+				if refused := errors.Is(err, ErrOverloaded); refused != tc.want || (err != nil && !refused) {
+					t.Fatalf("%d busy, ratio %v, general path %v: %v, want refused %v", busy, tc.r.Ratio != nil, general, err, tc.want)
+				}
+			}
 		}
 	}
 }

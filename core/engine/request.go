@@ -34,10 +34,12 @@ type SelectRequest struct {
 
 // BusyRule says when a rank is too busy to admit a request: its active prefill tokens exceed
 // Tokens, or exceed Frac × its max_num_batched_tokens (either test; an absent one never fires).
-// A request is refused (or queued) only when every eligible rank is busy.
+// A request is refused (or queued) when every eligible rank is busy, or with Ratio when at
+// least Ratio × the eligible ranks are (Dynamo's busy_worker_ratio, in (0, 1]).
 type BusyRule struct {
 	Tokens *uint64
 	Frac   *float64
+	Ratio  *float64
 }
 
 // SessionContext is the session metadata a frontend hands to worker selection. When present,
