@@ -209,6 +209,9 @@ func (q *routerQueue) remove(w *waiter) bool {
 	cq.cachedToks -= w.cached
 	if cq.heap.Len() == 0 {
 		cq.deficit = 0
+		if pq.cursor == w.class {
+			pq.carry = false
+		}
 	}
 	pq.n--
 	q.n--
@@ -264,7 +267,11 @@ func (q *routerQueue) next(k engine.PartitionKey, dispatchable func(*waiter) boo
 			continue
 		}
 		quantum := pq.prof.classes[i].quantum
-		need := (cq.heap[0].cost - min(cq.deficit, cq.heap[0].cost) + quantum - 1) / quantum
+		short := cq.heap[0].cost - min(cq.deficit, cq.heap[0].cost)
+		need := short / quantum
+		if short%quantum != 0 {
+			need++
+		}
 		rounds = min(rounds, need)
 	}
 	if rounds == math.MaxUint64 {

@@ -267,8 +267,8 @@ func TestQueueCancelLeavesNothing(t *testing.T) {
 	if o := recv(t, out); o.id != "gone" || !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled caller got %+v", o)
 	}
-	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 {
-		t.Fatalf("after cancel %+v", st)
+	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 || svc.queued.Load() != 1 {
+		t.Fatalf("after cancel %+v (gauge %d)", st, svc.queued.Load())
 	}
 	if err := svc.Free("gone"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("a cancelled parked request must not be booked: %v", err)
@@ -312,6 +312,44 @@ func TestQueueAbandonAfterDispatchFreesBooking(t *testing.T) {
 	}
 	if err := svc.Free("late"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("the abandoned booking must be freed: %v", err)
+	}
+}
+
+// TestQueueNewHeadDispatchedAtOnce: a newcomer that sorts ahead of a head which cannot go (its
+// allowed worker is busy) is dispatched as soon as it parks when it can go, not at the next
+// load change.
+func TestQueueNewHeadDispatchedAtOnce(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(2)), Endpoint: ptr("http://w2"), BlockSize: ptr(uint32(4)),
+		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
+		t.Fatal(err)
+	}
+	for w := uint64(1); w <= 2; w++ { // both workers busy: 60 > 50
+		if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("big", w)), WorkerID: ptr(w),
+			Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make(chan outcome, 2)
+	only1 := selReq("only1", 1000, 8)
+	only1.AllowedWorkerIDs = []uint64{1}
+	wait(t.Context(), svc, only1, true, out)
+	poll.True(t, queueWait, "only1 parked", pendingIs(svc, 1))
+	if err := svc.Free("big2"); err != nil { // worker 2 has room, but only1 may not use it
+		t.Fatal(err)
+	}
+	if st := svc.Stats().Queue; st.Pending != 1 {
+		t.Fatalf("only1 must still wait: %+v", st)
+	}
+	urgent := selReq("urgent", 2000, 8)
+	urgent.StrictPriority = ptr(uint32(1))
+	wait(t.Context(), svc, urgent, true, out)
+	if o := recv(t, out); o.id != "urgent" || o.err != nil || o.resp.WorkerID != 2 {
+		t.Fatalf("urgent: %+v", o)
+	}
+	// A parked id cannot be booked by the immediate API either.
+	if _, err := svc.SelectAndReserve(selReq("only1", 3000, 8)); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("immediate booking of a parked id: %v", err)
 	}
 }
 

@@ -62,6 +62,10 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 		return nil, err
 	}
 	req = cl.req
+	if err := s.parkedConflict(req, reserve); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	if !cl.queues() || !s.eng.QueueingApplies(req, reserve) {
 		resp, err := s.selectLocked(req, reserve)
 		s.mu.Unlock()
@@ -75,16 +79,41 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 		}
 	}
 	w, err := s.parkLocked(cl, reserve)
+	if err == nil {
+		// The newcomer may sort ahead of a head that cannot go (a narrower allowed set, a
+		// lower priority) while it can: dispatch now rather than at the next load change.
+		s.drainLocked()
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	select {
 	case r := <-w.done:
+		if ctx.Err() != nil { // both were ready: nobody will use the outcome
+			s.release(w, r)
+			return nil, ctx.Err()
+		}
 		return r.resp, r.err
 	case <-ctx.Done():
 		return nil, s.abandon(w, ctx.Err())
 	}
+}
+
+// parkedConflict refuses (409) a select_and_reserve whose selection_id a parked request holds:
+// it is "being reserved", as the engine says of a booked id.
+func (s *Service) parkedConflict(req *SelectRequest, reserve bool) error {
+	if !reserve || req.SelectionID == nil {
+		return nil
+	}
+	if _, parked := s.parkedIDs[*req.SelectionID]; parked {
+		return conflictParked(*req.SelectionID)
+	}
+	return nil
+}
+
+func conflictParked(id string) error {
+	return &engine.Error{Kind: engine.ErrConflict, Msg: "selection " + id + " is already reserved or being reserved"}
 }
 
 // classified is a request with its policy class: req carries the class's busy rule (a shallow
@@ -146,7 +175,7 @@ func (s *Service) parkLocked(cl classified, reserve bool) (*waiter, error) {
 	if reserve && req.SelectionID != nil {
 		id := *req.SelectionID
 		if _, parked := s.parkedIDs[id]; parked || s.eng.HasReservation(id) {
-			return nil, &engine.Error{Kind: engine.ErrConflict, Msg: "selection " + id + " is already reserved or being reserved"}
+			return nil, conflictParked(id)
 		}
 		s.parkedIDs[id] = struct{}{}
 	}
@@ -202,6 +231,7 @@ func (s *Service) leaveLocked(w *waiter) bool {
 	if w.reserve && w.req.SelectionID != nil {
 		delete(s.parkedIDs, *w.req.SelectionID)
 	}
+	s.queueGauge()
 	return true
 }
 
@@ -217,13 +247,17 @@ func (s *Service) abandon(w *waiter, cause error) error {
 	}
 	s.mu.Unlock()
 	// Dispatched under mu before this call took it: the outcome is already in the channel.
-	r := <-w.done
+	s.release(w, <-w.done)
+	return cause
+}
+
+// release frees the booking of a dispatched select_and_reserve whose caller is gone.
+func (s *Service) release(w *waiter, r waitResult) {
 	if r.err == nil && w.reserve && r.resp != nil && r.resp.SelectionID != nil {
 		if err := s.Free(*r.resp.SelectionID); err == nil {
 			s.log.Info("freed the booking of a caller that went away while queued", "selection_id", *r.resp.SelectionID)
 		}
 	}
-	return cause
 }
 
 // failQueueLocked ends every parked request with err (service shutdown).

@@ -38,7 +38,10 @@ const (
 	liveSetChunk = 2048
 	// maxLiveSetChunks bounds what a receiver is willing to reassemble (4M ids).
 	maxLiveSetChunks = 2048
-	// maxPendingLiveSets bounds the partially received sets a receiver keeps.
+	// maxLiveSetIDs bounds the ids of one set a receiver collects.
+	maxLiveSetIDs = maxLiveSetChunks * liveSetChunk
+	// maxPendingLiveSets bounds the partially received multi-chunk sets a receiver keeps (a
+	// single-chunk set is applied at once and never waits).
 	maxPendingLiveSets = 1024
 )
 
@@ -102,11 +105,14 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	defer s.mu.Unlock()
 	p := br.pendingSets[k]
 	if p == nil || p.setID != ls.SetID || p.chunks != ls.Chunks {
-		if p == nil && len(br.pendingSets) >= maxPendingLiveSets {
+		delete(br.pendingSets, k) // superseded by a newer set (or a restart's)
+		if ls.Chunks > 1 && len(br.pendingSets) >= maxPendingLiveSets {
 			return
 		}
-		p = &pendingLiveSet{setID: ls.SetID, chunks: ls.Chunks, seen: map[uint32]struct{}{}, ids: map[string]struct{}{}}
-		br.pendingSets[k] = p
+		p = &pendingLiveSet{setID: ls.SetID, chunks: ls.Chunks, seen: map[uint32]struct{}{}, ids: make(map[string]struct{}, len(ls.IDs))}
+		if ls.Chunks > 1 {
+			br.pendingSets[k] = p
+		}
 	}
 	if _, dup := p.seen[ls.Chunk]; dup {
 		return
@@ -114,6 +120,10 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	p.seen[ls.Chunk] = struct{}{}
 	for _, id := range ls.IDs {
 		p.ids[id] = struct{}{}
+	}
+	if len(p.ids) > maxLiveSetIDs {
+		delete(br.pendingSets, k) // not a set a well-behaved replica sends
+		return
 	}
 	if uint32(len(p.seen)) < p.chunks {
 		return
@@ -134,8 +144,8 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	clear(br.liveSetScratch)
 }
 
-// dropPendingSets forgets the partial sets of a peer (it restarted: its set ids start over).
-// Called with Service.mu held.
+// dropPendingSets forgets the partial sets of a peer (it restarted, left or expired: its sets
+// will not be completed). Called with Service.mu held.
 func (br *BusReplicator) dropPendingSets(sender string) {
 	for k := range br.pendingSets {
 		if k.sender == sender {

@@ -120,10 +120,29 @@ func TestLiveSetReleasesUnlistedBookings(t *testing.T) {
 	if !freed {
 		t.Fatal("a released booking must be tombstoned")
 	}
-	// Oversized chunk counts are refused outright.
+	// Oversized chunk counts are refused outright; single-chunk sets never wait in the
+	// reassembly table, so a full table cannot block them.
 	r.br.applyLiveSet(chunk("a", 4, 0, maxLiveSetChunks+1))
 	if len(r.br.pendingSets) != 0 {
 		t.Fatalf("pending sets %v", r.br.pendingSets)
+	}
+	for i := range maxPendingLiveSets {
+		p := chunk("a", 5, 0, 2)
+		p.Model = fmt.Sprint("filler-", i)
+		r.br.applyLiveSet(p)
+	}
+	if len(r.br.pendingSets) != maxPendingLiveSets {
+		t.Fatalf("%d pending sets, want the table full", len(r.br.pendingSets))
+	}
+	r.br.applyLiveSet(chunk("a", 6, 0, 1, "a1"))
+	if got := r.live(all...); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("a single-chunk set with a full table: live %v", got)
+	}
+	r.svc.mu.Lock()
+	r.br.dropPendingSets("a")
+	r.svc.mu.Unlock()
+	if len(r.br.pendingSets) != 0 {
+		t.Fatalf("a departed peer's partial sets must go: %d left", len(r.br.pendingSets))
 	}
 }
 

@@ -425,8 +425,14 @@ func (br *BusReplicator) ResyncStats() ResyncStats {
 }
 
 // memberChanged republishes when a peer joins or restarts, so it learns the bookings that
-// already exist. Runs on the bus dispatcher goroutine; it only signals the resync goroutine.
+// already exist, and forgets the partial live sets of a replica that left or expired. Runs on the bus dispatcher goroutine; it only signals the resync goroutine.
 func (br *BusReplicator) memberChanged(c bus.MemberChange) {
+	if c.Kind == bus.MemberLeft || c.Kind == bus.MemberExpired {
+		br.svc.mu.Lock()
+		br.dropPendingSets(c.Member.ID)
+		br.svc.mu.Unlock()
+		return
+	}
 	if c.Kind != bus.MemberJoined && c.Kind != bus.MemberRestarted {
 		return
 	}

@@ -319,6 +319,9 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 	if s.closing {
 		return nil, errShuttingDown
 	}
+	if req.Advisory { // never admitted against a busy rule: no class needed
+		return s.eng.Select(req, s.clock())
+	}
 	cl, err := s.classifyLocked(req)
 	if err != nil {
 		return nil, err
@@ -332,6 +335,9 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil, errShuttingDown
+	}
+	if err := s.parkedConflict(req, true); err != nil {
+		return nil, err
 	}
 	cl, err := s.classifyLocked(req)
 	if err != nil {

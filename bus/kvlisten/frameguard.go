@@ -43,8 +43,8 @@ const (
 )
 
 // zmtpParser follows a ZMTP 3 byte stream from its first byte, fed in arbitrary pieces, and
-// checks every frame's announced size against max: a command frame alone, message frames
-// summed over a multi-frame message. It never buffers the stream: it keeps only the position
+// checks the frames' announced sizes against max, summed over each run of frames joined by
+// the MORE flag (one go-zeromq message). It never buffers the stream: it keeps only the position
 // inside the current header or body. The zero value is not usable; see newZMTPParser.
 type zmtpParser struct {
 	max   uint64
@@ -105,22 +105,19 @@ func (p *zmtpParser) feed(b []byte) error {
 	return nil
 }
 
-// frame checks the header just completed and moves to its body. Invariant: msg ≤ max.
+// frame checks the header just completed and moves to its body. Every frame counts toward
+// the message it belongs to, command frames included: go-zeromq collects frames into one
+// message for as long as their MORE flag is set, whatever their kind (ZMTP 3 never sets MORE
+// on a command, so a well-behaved peer's commands are bounded one by one). Invariant: msg ≤ max.
 func (p *zmtpParser) frame() error {
-	cmd := p.flags&zmtpFlagCommand != 0
-	var used uint64 // earlier frames of the same message; commands stand alone
-	if !cmd {
-		used = p.msg
-	}
+	used := p.msg
 	if p.size > p.max-used {
 		return fmt.Errorf("%w: frame of %d bytes after %d bytes of the same message (limit %d)",
 			ErrMessageTooLarge, p.size, used, p.max)
 	}
-	if !cmd {
-		p.msg = used + p.size
-		if p.flags&zmtpFlagMore == 0 {
-			p.msg = 0
-		}
+	p.msg = used + p.size
+	if p.flags&zmtpFlagMore == 0 {
+		p.msg = 0
 	}
 	p.left, p.state = p.size, zpBody
 	if p.size == 0 {

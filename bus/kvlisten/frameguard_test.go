@@ -68,7 +68,10 @@ func TestZMTPParserTable(t *testing.T) {
 		{"multi-frame message at the limit", []frameSpec{{zmtpFlagMore, 400, false}, {zmtpFlagMore, 300, false}, {0, 300, false}}, true},
 		{"multi-frame message over the limit", []frameSpec{{zmtpFlagMore, 400, false}, {zmtpFlagMore, 300, false}, {0, 301, false}}, false},
 		{"messages are summed separately", []frameSpec{{zmtpFlagMore, 600, false}, {0, 400, false}, {0, max, false}}, true},
-		{"command frames stand alone", []frameSpec{{zmtpFlagMore, 900, false}, {zmtpFlagCommand, 900, false}, {0, 100, false}}, true},
+		{"standalone commands are bounded one by one", []frameSpec{{zmtpFlagCommand, 900, false}, {zmtpFlagCommand, 900, false}}, true},
+		// go-zeromq joins frames into one message while MORE is set, whatever their kind.
+		{"a command after a MORE frame joins the message", []frameSpec{{zmtpFlagMore, 900, false}, {zmtpFlagCommand, 900, false}}, false},
+		{"commands with MORE accumulate", []frameSpec{{zmtpFlagCommand | zmtpFlagMore, 600, false}, {zmtpFlagCommand, 600, false}}, false},
 		{"command frame over the limit", []frameSpec{{zmtpFlagCommand, max + 1, false}}, false},
 		{"announced 2^62", []frameSpec{{0, 1 << 62, true}}, false},
 		{"announced 2^64-1 after a frame", []frameSpec{{zmtpFlagMore, 10, false}, {0, 1<<64 - 1, true}}, false},
@@ -116,18 +119,12 @@ func TestZMTPParserRandomStreams(t *testing.T) {
 			case 1, 2:
 				f.flags = zmtpFlagMore
 			}
-			if f.flags&zmtpFlagCommand != 0 {
-				if f.size > max && crossAt < 0 {
-					crossAt = j
-				}
-			} else {
-				msg += f.size
-				if msg > max && crossAt < 0 {
-					crossAt = j
-				}
-				if f.flags&zmtpFlagMore == 0 {
-					msg = 0
-				}
+			msg += f.size
+			if msg > max && crossAt < 0 {
+				crossAt = j
+			}
+			if f.flags&zmtpFlagMore == 0 {
+				msg = 0
 			}
 			frames = append(frames, f)
 		}
