@@ -3,7 +3,9 @@ package core
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
@@ -29,6 +31,10 @@ import (
 // without a pop, every dispatchable class earns the fewest whole quanta that let one pop. A
 // class that keeps a positive deficit after a pop is visited first next time, without a new
 // quantum; an empty class's deficit is reset.
+//
+// A pinned request waits in its rank's lane instead (it can only go when that rank has room):
+// lanes are FIFO in the same order, outside the round robin, and their heads are tried after the
+// classes'. Pinned requests count toward their class's queue limits.
 
 // waiter is one parked request. Fields other than index are set before it is pushed and never
 // change; index is owned by the queue.
@@ -37,6 +43,7 @@ type waiter struct {
 	reserve bool
 	part    engine.PartitionKey
 	class   int
+	pinned  *engine.Owner // the lane of a pinned request; nil otherwise
 	isl     uint64
 	cached  uint64
 	cost    uint64 // max(1, isl − cached)
@@ -99,8 +106,9 @@ type classQueue struct {
 type partQueue struct {
 	prof    *policyProfile
 	classes []classQueue // parallel to prof.classes
-	cursor  int          // the class deficit round robin visits first
-	carry   bool         // the cursor class keeps a deficit: no new quantum on its next visit
+	lanes   map[engine.Owner]*waitHeap
+	cursor  int  // the class deficit round robin visits first
+	carry   bool // the cursor class keeps a deficit: no new quantum on its next visit
 	n       int
 	ok      []int8 // dispatchability scratch: 0 unknown, 1 yes, −1 no
 }
@@ -180,7 +188,20 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	}
 	pq := q.part(w.part, prof)
 	cq := &pq.classes[class]
-	heap.Push(&cq.heap, w)
+	if pw := req.PinnedWorker; pw != nil {
+		w.pinned = &engine.Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
+		if pq.lanes == nil {
+			pq.lanes = map[engine.Owner]*waitHeap{}
+		}
+		lane := pq.lanes[*w.pinned]
+		if lane == nil {
+			lane = &waitHeap{}
+			pq.lanes[*w.pinned] = lane
+		}
+		heap.Push(lane, w)
+	} else {
+		heap.Push(&cq.heap, w)
+	}
 	cq.count++
 	cq.isl += w.isl
 	cq.cachedToks += w.cached
@@ -189,11 +210,19 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	return w
 }
 
-// waiting reports whether class class of partition k has parked requests (a newcomer of that
-// class must then queue behind them even if a rank is free: no bypass).
-func (q *routerQueue) waiting(k engine.PartitionKey, class int) bool {
+// waiting reports whether a newcomer of class class — pinned to rank pinned, if not nil — must
+// queue behind parked requests even if a rank is free (no bypass): its class has parked
+// requests, or its rank's lane has.
+func (q *routerQueue) waiting(k engine.PartitionKey, class int, pinned *engine.PinnedWorker) bool {
 	pq := q.parts[k]
-	return pq != nil && class < len(pq.classes) && pq.classes[class].heap.Len() > 0
+	if pq == nil {
+		return false
+	}
+	if pinned != nil {
+		lane := pq.lanes[engine.Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
+		return lane != nil && lane.Len() > 0
+	}
+	return class < len(pq.classes) && pq.classes[class].heap.Len() > 0
 }
 
 // remove takes w out of the queue; it reports false when w had already left it.
@@ -203,11 +232,16 @@ func (q *routerQueue) remove(w *waiter) bool {
 	}
 	pq := q.parts[w.part]
 	cq := &pq.classes[w.class]
-	heap.Remove(&cq.heap, w.index)
 	cq.count--
 	cq.isl -= w.isl
 	cq.cachedToks -= w.cached
-	if cq.heap.Len() == 0 {
+	if w.pinned != nil {
+		lane := pq.lanes[*w.pinned]
+		heap.Remove(lane, w.index)
+		if lane.Len() == 0 {
+			delete(pq.lanes, *w.pinned)
+		}
+	} else if heap.Remove(&cq.heap, w.index); cq.heap.Len() == 0 {
 		cq.deficit = 0
 		if pq.cursor == w.class {
 			pq.carry = false
@@ -291,6 +325,22 @@ func (q *routerQueue) next(k engine.PartitionKey, dispatchable func(*waiter) boo
 	return nil
 }
 
+// nextLane returns the first pinned lane head of partition k, in (worker, rank) order, that
+// dispatchable accepts (still queued: the caller removes it), or nil.
+func (q *routerQueue) nextLane(k engine.PartitionKey, dispatchable func(*waiter) bool) *waiter {
+	pq := q.parts[k]
+	if pq == nil || len(pq.lanes) == 0 {
+		return nil
+	}
+	owners := slices.SortedFunc(maps.Keys(pq.lanes), engine.Owner.Compare)
+	for _, o := range owners {
+		if w := (*pq.lanes[o])[0]; dispatchable(w) {
+			return w
+		}
+	}
+	return nil
+}
+
 // take charges class i for its head and moves the cursor; the head stays queued.
 func (pq *partQueue) take(i int) *waiter {
 	cq := &pq.classes[i]
@@ -318,6 +368,9 @@ func (q *routerQueue) all(dst []*waiter) []*waiter {
 	for _, pq := range q.parts {
 		for i := range pq.classes {
 			dst = append(dst, pq.classes[i].heap...)
+		}
+		for _, lane := range pq.lanes {
+			dst = append(dst, *lane...)
 		}
 	}
 	return dst

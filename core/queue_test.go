@@ -67,7 +67,7 @@ func TestRouterQueueOrder(t *testing.T) {
 				w := q.park(req, false, prof, 0, engine.QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
 				names[w] = it.name
 			}
-			if got := drainOrder(&q, k, names); got != tc.want || q.n != 0 || q.waiting(k, 0) {
+			if got := drainOrder(&q, k, names); got != tc.want || q.n != 0 || q.waiting(k, 0, nil) {
 				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, q.n)
 			}
 		})
@@ -97,7 +97,7 @@ func TestRouterQueuePartitionsAndRemove(t *testing.T) {
 		t.Fatal("a's next head")
 	}
 	q.remove(ws[4])
-	if q.waiting(a, 0) || !q.waiting(b, 0) || len(q.partitions(nil)) != 1 || q.next(a, always) != nil {
+	if q.waiting(a, 0, nil) || !q.waiting(b, 0, nil) || len(q.partitions(nil)) != 1 || q.next(a, always) != nil {
 		t.Fatal("an emptied partition must disappear")
 	}
 	// A head that may not be dispatched holds its class back.
@@ -379,16 +379,64 @@ func TestQueueRejectsAtParkTime(t *testing.T) {
 	if st := svc.Stats().Queue; st.Pending != 1 {
 		t.Fatalf("rejected requests must not park: %+v", st)
 	}
-	// Advisory and pinned selections never wait.
+	// Advisory selections never wait.
 	adv := selReq("adv", 3000, 8)
 	adv.Advisory = true
 	if _, err := svc.SelectWait(t.Context(), adv); err != nil {
 		t.Fatalf("advisory: %v", err)
 	}
-	pinned := selReq("pin", 3000, 8)
-	pinned.PinnedWorker = &engine.PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
-	if _, err := svc.SelectAndReserveWait(t.Context(), pinned); err != nil {
-		t.Fatalf("pinned: %v", err)
+}
+
+// TestQueuePinnedLane: a request pinned to a busy rank waits in that rank's lane while other
+// requests keep using the free rank, and goes as soon as its rank has room.
+func TestQueuePinnedLane(t *testing.T) {
+	svc := queueFixture(t, "")
+	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(2)), Endpoint: ptr("http://w2"), BlockSize: ptr(uint32(4)),
+		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr("big1"), WorkerID: ptr(uint64(1)),
+		Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}); err != nil {
+		t.Fatal(err)
+	}
+	pinTo1 := func(id string, base int) *SelectRequest {
+		r := selReq(id, base, 8)
+		r.PinnedWorker = &engine.PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+		return r
+	}
+	// The immediate API refuses a pinned request whose rank is busy …
+	if _, err := svc.SelectAndReserve(pinTo1("now", 100)); !errors.Is(err, engine.ErrOverloaded) {
+		t.Fatalf("immediate pinned to a busy rank: %v", err)
+	}
+	// … the waiting API parks it, and another behind it in the same lane.
+	out := make(chan outcome, 2)
+	wait(t.Context(), svc, pinTo1("p1", 200), true, out)
+	poll.True(t, queueWait, "p1 parked", pendingIs(svc, 1))
+	wait(t.Context(), svc, pinTo1("p2", 300), true, out)
+	poll.True(t, queueWait, "p2 parked", pendingIs(svc, 2))
+	// Unpinned requests are not held back by the lane: worker 2 has room, so the pool is not
+	// busy and they are served at once (the cost picks the rank).
+	for i := range 3 {
+		if _, err := svc.SelectAndReserveWait(t.Context(), selReq(fmt.Sprint("free", i), 1000+100*i, 8)); err != nil {
+			t.Fatalf("unpinned request %d: %v", i, err)
+		}
+	}
+	if st := svc.Stats().Queue; st.Pending != 2 {
+		t.Fatalf("only the pinned requests wait: %+v", st)
+	}
+	if err := svc.PrefillComplete("big1"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for range 2 {
+		o := recv(t, out)
+		if o.err != nil {
+			t.Fatalf("%s: %v", o.id, o.err)
+		}
+		got[o.id] = o.resp.WorkerID
+	}
+	if got["p1"] != 1 || got["p2"] != 1 {
+		t.Fatalf("pinned requests went to %v, want worker 1", got)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 //   - Dispatch is attempted whenever load can have dropped or the candidates changed
 //     (prefill_complete, free, expiry, a peer's lifecycle event, a worker registered, patched
 //     or removed) and once a second as a safety net.
-//   - Advisory and pinned requests never wait.
+//   - Advisory requests never wait; a pinned request waits for its own rank only (its lane).
 //   - There is no time limit: a request waits until it is dispatched, its caller goes away
 //     (ctx ends), or the service closes (503, "selection service is shutting down").
 //
@@ -71,7 +71,7 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 		s.mu.Unlock()
 		return resp, err
 	}
-	if !s.q.waiting(cl.part, cl.class) {
+	if !s.q.waiting(cl.part, cl.class, req.PinnedWorker) {
 		resp, err := s.selectLocked(req, reserve)
 		if !errors.Is(err, engine.ErrOverloaded) {
 			s.mu.Unlock()
@@ -203,7 +203,7 @@ func (s *Service) drainLocked() {
 	}
 	s.drainKeys = s.q.partitions(s.drainKeys[:0])
 	for _, k := range s.drainKeys {
-		for w := s.q.next(k, s.dispatchable); w != nil; w = s.q.next(k, s.dispatchable) {
+		for w := s.nextLocked(k); w != nil; w = s.nextLocked(k) {
 			s.leaveLocked(w)
 			resp, err := s.selectLocked(w.req, w.reserve)
 			s.queueStats.dispatched++
@@ -213,6 +213,15 @@ func (s *Service) drainLocked() {
 	}
 	clear(s.drainKeys)
 	s.queueGauge()
+}
+
+// nextLocked is partition k's next request to dispatch: by round robin over its classes, then
+// from its pinned lanes.
+func (s *Service) nextLocked(k engine.PartitionKey) *waiter {
+	if w := s.q.next(k, s.dispatchable); w != nil {
+		return w
+	}
+	return s.q.nextLane(k, s.dispatchable)
 }
 
 // dispatchable reports whether a parked request may be selected now: some rank it may use is

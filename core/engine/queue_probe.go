@@ -10,7 +10,8 @@ type QueueProbe struct {
 	Cached    uint64 // ≤ ISL
 	// Busy: every rank the request may use is busy under its busy rule (req.Busy, or
 	// router_queue_threshold), so a selection now would be refused; false when no rank is
-	// eligible (the selection would fail with 503 instead).
+	// eligible (the selection would fail with 503 instead). For a pinned request: its rank is
+	// busy, and Cached is that rank's.
 	Busy bool
 	// Workers is how many workers the partition has (router-queue limits are per worker).
 	Workers int
@@ -42,21 +43,27 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 	bs := uint64(p.blockSize)
 	rule := e.busyRule(req)
 	var pc poolCount
+	pw := req.PinnedWorker
 	for i := range cands {
-		if c := &cands[i]; c.eligible {
-			pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(c, bs, w)))
-			pc.add(rule.busy(c.Load.ActivePrefillTokens, c.w))
+		c := &cands[i]
+		if !c.eligible || (pw != nil && (c.Owner.Worker != *pw.WorkerID || c.Owner.Rank != *pw.DPRank)) {
+			continue // a pinned request is measured on its rank alone
 		}
+		pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(c, bs, w)))
+		if pw != nil {
+			pr.Busy = rule.busy(c.Load.ActivePrefillTokens, c.w)
+			return pr, nil
+		}
+		pc.add(rule.busy(c.Load.ActivePrefillTokens, c.w))
 	}
-	pr.Busy = rule.poolBusy(pc)
+	pr.Busy = pw == nil && rule.poolBusy(pc)
 	return pr, nil
 }
 
-// QueueingApplies reports whether the router queue may hold req: queueing is configured, and
-// the request is neither advisory nor pinned (a pinned request names its rank and is never
-// parked, as Dynamo's pinned path bypasses the busy check of the pool).
+// QueueingApplies reports whether the router queue may hold req: queueing is configured and the
+// request is not advisory. A pinned request waits for its own rank only.
 func (e *Engine) QueueingApplies(req *SelectRequest, booking bool) bool {
-	return e.queueing(req) && (booking || !req.Advisory) && req.PinnedWorker == nil
+	return e.queueing(req) && (booking || !req.Advisory)
 }
 
 // HasReservation reports whether id is a live booking (local or mirrored from a peer).

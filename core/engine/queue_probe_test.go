@@ -43,6 +43,13 @@ func TestProbeQueue(t *testing.T) {
 	_, err = e.ProbeQueue(&SelectRequest{ModelName: ptr("other"), Prompt: tokenPrompt(prompt)})
 	wantErr(t, err, ErrNotReady)
 
+	// A pinned request is measured on its rank alone.
+	pin := selReq("", prompt)
+	pin.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+	if pr, err := e.ProbeQueue(pin); err != nil || pr.Cached != 8 || pr.Busy {
+		t.Fatalf("pinned to worker 1: %+v %v, want cached 8, not busy", pr, err)
+	}
+
 	// Probing changed nothing a selection can see.
 	for i := range 20 {
 		req := selReq("", toks(i*3, 12))
@@ -78,8 +85,8 @@ func TestQueueingApplies(t *testing.T) {
 		{on, plain, false, true},
 		{on, plain, true, true},
 		{on, adv, false, false},
-		{on, adv, true, true}, // select_and_reserve ignores advisory
-		{on, pinned, true, false},
+		{on, adv, true, true},    // select_and_reserve ignores advisory
+		{on, pinned, true, true}, // a pinned request waits for its own rank
 	}
 	for i, tc := range cases {
 		if got := tc.e.QueueingApplies(tc.req, tc.booking); got != tc.want {
@@ -105,6 +112,11 @@ func TestBusyRuleRatio(t *testing.T) {
 		}
 		return req
 	}
+	pinned := func(r *BusyRule, w uint64) *SelectRequest {
+		req := probeReq(r, false)
+		req.PinnedWorker = &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}
+		return req
+	}
 	for busy := 0; busy <= 4; busy++ {
 		if busy > 0 { // make worker `busy` busy: 60 > 50 prefill tokens
 			_, err := e.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("b", busy)), WorkerID: ptr(uint64(busy)),
@@ -119,6 +131,13 @@ func TestBusyRuleRatio(t *testing.T) {
 			noErr(t, err)
 			if pr.Busy != tc.want {
 				t.Fatalf("%d busy, ratio %v: probe busy %v, want %v", busy, tc.r.Ratio != nil, pr.Busy, tc.want)
+			}
+			// A pinned request looks at its rank only: worker 1 is busy from the first round on.
+			pr, err = e.ProbeQueue(pinned(tc.r, 1))
+			noErr(t, err)
+			_, selErr := e.Select(pinned(tc.r, 1), t0)
+			if pr.Busy != (busy >= 1) || errors.Is(selErr, ErrOverloaded) != (busy >= 1) {
+				t.Fatalf("%d busy: pinned to worker 1: probe %v, select %v", busy, pr.Busy, selErr)
 			}
 			for _, general := range []bool{false, true} {
 				_, err := e.Select(probeReq(tc.r, general), t0)

@@ -143,6 +143,10 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 				if !cands[i].eligible {
 					return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not allowed for this request", *pw.WorkerID, *pw.DPRank)
 				}
+				// Admission looks at the pinned rank alone (Dynamo's pinned lane).
+				if admission && e.queueing(req) && e.busyRule(req).busy(cands[i].Load.ActivePrefillTokens, cands[i].w) {
+					return nil, overloaded()
+				}
 				sel.pick = &cands[i]
 				return sel, nil
 			}
