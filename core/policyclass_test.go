@@ -236,3 +236,27 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPolicyConfig: no file panics the parser, and a file it accepts classifies every header
+// and uncached count to one of its classes.
+func FuzzPolicyConfig(f *testing.F) {
+	f.Add([]byte(exampleYAML), "vip", uint64(5000))
+	f.Add([]byte("default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 0, bucket: s}]\npolicy_classes: [{name: fs, policy_family: f, cache_bucket: s, quantum: 1}]\n"), "", uint64(0))
+	f.Add([]byte("models: {m: {default_policy_family: f, uncached_isl_buckets: [], policy_classes: []}}"), "f", uint64(1))
+	f.Add([]byte("[1, 2"), "", uint64(0))
+	f.Fuzz(func(t *testing.T, b []byte, header string, uncached uint64) {
+		ps := &policies{synthetic: syntheticProfile(&engine.Config{})}
+		if err := ps.parse(b); err != nil {
+			return
+		}
+		profiles := []*policyProfile{ps.forModel("")}
+		for _, p := range ps.models {
+			profiles = append(profiles, p)
+		}
+		for _, p := range profiles {
+			if i := p.classify(header, uncached); i < 0 || i >= len(p.classes) {
+				t.Fatalf("classify(%q, %d) = %d of %d classes", header, uncached, i, len(p.classes))
+			}
+		}
+	})
+}
