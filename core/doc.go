@@ -18,7 +18,8 @@
 //
 // Every operation of the HTTP API is a method with typed requests and responses (the JSON types
 // of Dynamo's selection service): UpsertWorker, PatchWorker, DeleteWorker, Workers, Ready,
-// Select, SelectAndReserve, Reserve, PrefillComplete, OutputBlock, Free, Loads, PotentialLoads,
+// Select, SelectAndReserve (and their router-queue forms SelectWait, SelectAndReserveWait),
+// Reserve, PrefillComplete, OutputBlock, Free, Loads, PotentialLoads,
 // OverlapScores, Dump, RegisterPeer, DeregisterPeer, Peers, Members. Errors wrap one of the
 // sentinels (ErrBadRequest, ErrUnprocessable, ErrNotFound, ErrConflict, ErrNotReady,
 // ErrNoEndpoints, ErrOverloaded, ErrInternal); match them with errors.Is. The HTTP layer
