@@ -149,26 +149,14 @@ policy_classes:
 	}
 }
 
-// policyFixture is queueFixture with a policy-class file instead of router_queue_threshold.
+// policyFixture is queueService with a policy-class file instead of router_queue_threshold.
 func policyFixture(t *testing.T, yamlText string) *Service {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.KVSelectDefaults()
-	cfg.UseKVEvents = false
-	cfg.PolicyConfig = path
-	svc, err := New(Config{Engine: cfg, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(1)), Endpoint: ptr("http://w1"), BlockSize: ptr(uint32(4)),
-		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return queueService(t, func(c *engine.Config) { c.PolicyConfig = path })
 }
 
 // TestPolicyClassesOverTheService: classes bring their own busy rule (an absolute token

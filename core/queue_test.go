@@ -107,15 +107,25 @@ func TestRouterQueuePartitionsAndRemove(t *testing.T) {
 }
 
 // queueFixture is a service with router queueing at 0.5 × 100 prefill tokens on one worker
-// (block size 4): a booking of more than 50 uncached tokens makes the only rank busy.
+// (block size 4): a booking of more than 50 uncached tokens makes the only rank busy. policy,
+// when set, is the queue order.
 func queueFixture(t *testing.T, policy string) *Service {
+	t.Helper()
+	return queueService(t, func(c *engine.Config) {
+		c.QueueThreshold = ptr(0.5)
+		if policy != "" {
+			c.QueuePolicy = policy
+		}
+	})
+}
+
+// queueService is a service (kvselect policy, KV events off) with one worker of 100 prefill
+// tokens' capacity and block size 4, configured further by edit.
+func queueService(t *testing.T, edit func(*engine.Config)) *Service {
 	t.Helper()
 	cfg := engine.KVSelectDefaults()
 	cfg.UseKVEvents = false
-	cfg.QueueThreshold = ptr(0.5)
-	if policy != "" {
-		cfg.QueuePolicy = policy
-	}
+	edit(&cfg)
 	svc, err := New(Config{Engine: cfg, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +136,26 @@ func queueFixture(t *testing.T, policy string) *Service {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// twoWorkers is queueFixture with a second worker of the same capacity.
+func twoWorkers(t *testing.T) *Service {
+	t.Helper()
+	svc := queueFixture(t, "")
+	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(2)), Endpoint: ptr("http://w2"), BlockSize: ptr(uint32(4)),
+		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// busy books id on worker w with 60 prefill tokens (> 50: the rank is busy).
+func busy(t *testing.T, svc *Service, id string, w uint64) {
+	t.Helper()
+	if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr(id), WorkerID: ptr(w),
+		Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tokens returns n distinct tokens starting at base (nothing cached: all of them are prefill).
@@ -319,17 +349,9 @@ func TestQueueAbandonAfterDispatchFreesBooking(t *testing.T) {
 // allowed worker is busy) is dispatched as soon as it parks when it can go, not at the next
 // load change.
 func TestQueueNewHeadDispatchedAtOnce(t *testing.T) {
-	svc := queueFixture(t, "")
-	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(2)), Endpoint: ptr("http://w2"), BlockSize: ptr(uint32(4)),
-		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
-		t.Fatal(err)
-	}
-	for w := uint64(1); w <= 2; w++ { // both workers busy: 60 > 50
-		if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("big", w)), WorkerID: ptr(w),
-			Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	svc := twoWorkers(t)
+	busy(t, svc, "big1", 1)
+	busy(t, svc, "big2", 2)
 	out := make(chan outcome, 2)
 	only1 := selReq("only1", 1000, 8)
 	only1.AllowedWorkerIDs = []uint64{1}
@@ -390,15 +412,8 @@ func TestQueueRejectsAtParkTime(t *testing.T) {
 // TestQueuePinnedLane: a request pinned to a busy rank waits in that rank's lane while other
 // requests keep using the free rank, and goes as soon as its rank has room.
 func TestQueuePinnedLane(t *testing.T) {
-	svc := queueFixture(t, "")
-	if _, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(2)), Endpoint: ptr("http://w2"), BlockSize: ptr(uint32(4)),
-		MaxNumBatchedTokens: ptr(uint64(100))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr("big1"), WorkerID: ptr(uint64(1)),
-		Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(60))}, EffectivePrefillTokens: ptr(uint64(60))}); err != nil {
-		t.Fatal(err)
-	}
+	svc := twoWorkers(t)
+	busy(t, svc, "big1", 1)
 	pinTo1 := func(id string, base int) *SelectRequest {
 		r := selReq(id, base, 8)
 		r.PinnedWorker = &engine.PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}

@@ -159,22 +159,14 @@ func TestLiveSetRepairsFreeLostInOutage(t *testing.T) {
 	book(t, b, "bs", 3)
 	waitSameLoads(t, a, b)
 
-	natstest.Shutdown(srv)
-	natstest.WaitFor(t, syncTimeout, func() error {
-		if a.nc.IsConnected() || b.nc.IsConnected() {
-			return fmt.Errorf("still connected")
-		}
-		return nil
-	})
+	stopServer(t, srv, a, b)
 	if err := a.svc.Free("lost"); err != nil {
 		t.Fatal(err)
 	}
 	if got := activeRequests(b.svc); got != 3 {
 		t.Fatalf("B during the outage: %d requests, want 3 (it cannot know)", got)
 	}
-	opts := natstest.DefaultOptions()
-	opts.Port = port
-	natstest.RunServerWithOptions(t, opts)
+	restartServer(t, port)
 	waitSameLoads(t, a, b)
 	if got := activeRequests(b.svc); got != 2 {
 		t.Fatalf("B after the reconnect: %d requests, want 2 (keep, bs)", got)

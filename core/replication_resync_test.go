@@ -142,6 +142,28 @@ func serverPort(t testing.TB, srv *server.Server) int {
 	return n
 }
 
+// stopServer shuts the NATS server down and waits until every replica saw its connection drop.
+func stopServer(t testing.TB, srv *server.Server, rs ...*replica) {
+	t.Helper()
+	natstest.Shutdown(srv)
+	natstest.WaitFor(t, syncTimeout, func() error {
+		for _, r := range rs {
+			if r.nc.IsConnected() {
+				return fmt.Errorf("%s still connected", r.id)
+			}
+		}
+		return nil
+	})
+}
+
+// restartServer starts a NATS server on port again (the replicas reconnect on their own).
+func restartServer(t testing.TB, port int) {
+	t.Helper()
+	opts := natstest.DefaultOptions()
+	opts.Port = port
+	natstest.RunServerWithOptions(t, opts)
+}
+
 func TestResyncAfterOutage(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
@@ -153,13 +175,7 @@ func TestResyncAfterOutage(t *testing.T) {
 	book(t, a, "before", 1)
 	waitSameLoads(t, a, b)
 
-	natstest.Shutdown(srv)
-	natstest.WaitFor(t, syncTimeout, func() error {
-		if a.nc.IsConnected() || b.nc.IsConnected() {
-			return fmt.Errorf("still connected")
-		}
-		return nil
-	})
+	stopServer(t, srv, a, b)
 	// Both keep serving from local state; A's admissions are lost on the wire.
 	book(t, a, "during-1", 2)
 	book(t, a, "during-2", 3)
@@ -174,9 +190,7 @@ func TestResyncAfterOutage(t *testing.T) {
 		t.Fatalf("B active requests during outage = %d, want 2 (before, during-b)", got)
 	}
 
-	opts := natstest.DefaultOptions()
-	opts.Port = port
-	natstest.RunServerWithOptions(t, opts)
+	restartServer(t, port)
 	// After the reconnect each side republishes its own bookings: both converge on 4 requests
 	// with identical per-rank numbers (during-2's prefill already complete on both).
 	waitSameLoads(t, a, b)

@@ -309,22 +309,21 @@ func startListener(t testing.TB, cfg Config) *Listener {
 	return l
 }
 
-// silentTCP accepts TCP connections and never speaks ZMTP. It returns the
-// endpoint and a function that reports whether the peer's ZMTP greeting
-// has arrived on an accepted connection (so the peer is blocked in the
-// handshake).
-func silentTCP(t testing.TB) (string, func() bool) {
+// serveTCP accepts TCP connections on 127.0.0.1 and runs handle on each in its own goroutine
+// until the test ends, when the listener and every accepted connection are closed and the
+// goroutines waited for. It returns the tcp:// endpoint.
+func serveTCP(t testing.TB, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
+	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var greeted atomic.Bool
-	done := make(chan struct{})
+	var conns []net.Conn
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -333,24 +332,39 @@ func silentTCP(t testing.TB) (string, func() bool) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			wg.Add(1)
 			go func() {
-				var b [10]byte // ZMTP signature
-				if _, err := io.ReadFull(c, b[:]); err == nil {
-					greeted.Store(true)
-				}
+				defer wg.Done()
+				handle(c)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		_ = ln.Close()
-		<-done
 		mu.Lock()
 		for _, c := range conns {
 			_ = c.Close()
 		}
 		mu.Unlock()
+		wg.Wait()
 	})
-	return "tcp://" + ln.Addr().String(), greeted.Load
+	return "tcp://" + ln.Addr().String()
+}
+
+// silentTCP accepts TCP connections and never speaks ZMTP. It returns the
+// endpoint and a function that reports whether the peer's ZMTP greeting
+// has arrived on an accepted connection (so the peer is blocked in the
+// handshake).
+func silentTCP(t testing.TB) (string, func() bool) {
+	t.Helper()
+	var greeted atomic.Bool
+	ep := serveTCP(t, func(c net.Conn) {
+		var b [10]byte // ZMTP signature
+		if _, err := io.ReadFull(c, b[:]); err == nil {
+			greeted.Store(true)
+		}
+	})
+	return ep, greeted.Load
 }
 
 // freeEndpoint returns a tcp endpoint on a port nobody listens on.

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,61 +56,30 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 // that reached the point of sending.
 func hostilePub(t *testing.T, send []byte) (string, func() int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sent atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
+	ep := serveTCP(t, func(c net.Conn) {
+		if _, err := c.Write(append(zmtpGreeting(), zmtpReady("PUB")...)); err != nil {
+			return
+		}
+		peer := make([]byte, 64)
+		if _, err := io.ReadFull(c, peer); err != nil {
+			return
+		}
+		for { // the peer's READY, then its subscription message
+			flags, _, err := readFrame(c)
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := c.Write(append(zmtpGreeting(), zmtpReady("PUB")...)); err != nil {
-					return
-				}
-				peer := make([]byte, 64)
-				if _, err := io.ReadFull(c, peer); err != nil {
-					return
-				}
-				for { // the peer's READY, then its subscription message
-					flags, _, err := readFrame(c)
-					if err != nil {
-						return
-					}
-					if flags&0x04 == 0 {
-						break
-					}
-				}
-				if _, err := c.Write(send); err == nil {
-					sent.Add(1)
-				}
-				_, _ = io.Copy(io.Discard, c)
-			}()
+			if flags&0x04 == 0 {
+				break
+			}
 		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
+		if _, err := c.Write(send); err == nil {
+			sent.Add(1)
 		}
-		mu.Unlock()
-		wg.Wait()
+		_, _ = io.Copy(io.Discard, c)
 	})
-	return "tcp://" + ln.Addr().String(), sent.Load
+	return ep, sent.Load
 }
 
 // TestOversizedFrameRejected proves that a publisher announcing a frame larger than
