@@ -82,7 +82,7 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 	if err == nil {
 		// The newcomer may sort ahead of a head that cannot go (a narrower allowed set, a
 		// lower priority) while it can: dispatch now rather than at the next load change.
-		s.drainLocked()
+		s.drainPartLocked(cl.part)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -194,25 +194,34 @@ func (s *Service) selectLocked(req *SelectRequest, reserve bool) (*SelectRespons
 	return resp, err
 }
 
-// drainLocked dispatches parked requests, each partition from its head, until every head still
-// finds its ranks busy. Called with mu held after anything that can lower load or change the
-// candidates.
+// drainLocked dispatches parked requests in every partition (see drainPartLocked). Called with
+// mu held after anything that can lower load or change the candidates anywhere.
 func (s *Service) drainLocked() {
 	if s.q.n == 0 || s.closing {
 		return
 	}
 	s.drainKeys = s.q.partitions(s.drainKeys[:0])
 	for _, k := range s.drainKeys {
-		for w := s.nextLocked(k); w != nil; w = s.nextLocked(k) {
-			s.leaveLocked(w)
-			resp, err := s.selectLocked(w.req, w.reserve)
-			s.queueStats.dispatched++
-			s.queueStats.waited += s.clock().Sub(w.parked)
-			w.done <- waitResult{resp, err}
-		}
+		s.drainPartLocked(k)
 	}
 	clear(s.drainKeys)
-	s.queueGauge()
+}
+
+// drainPartLocked dispatches partition k's parked requests — by round robin over its classes,
+// then from its pinned lanes — until no head finds a rank with room. Called with mu held after
+// anything that can lower k's load or change its candidates: each dispatch test is a probe of
+// the head (a scoring pass), so callers name the partition they touched when they know it.
+func (s *Service) drainPartLocked(k engine.PartitionKey) {
+	if s.q.n == 0 || s.closing {
+		return
+	}
+	for w := s.nextLocked(k); w != nil; w = s.nextLocked(k) {
+		s.leaveLocked(w)
+		resp, err := s.selectLocked(w.req, w.reserve)
+		s.queueStats.dispatched++
+		s.queueStats.waited += s.clock().Sub(w.parked)
+		w.done <- waitResult{resp, err}
+	}
 }
 
 // nextLocked is partition k's next request to dispatch: by round robin over its classes, then
@@ -250,7 +259,7 @@ func (s *Service) abandon(w *waiter, cause error) error {
 	s.mu.Lock()
 	if s.leaveLocked(w) {
 		s.queueStats.abandoned++
-		s.drainLocked()
+		s.drainPartLocked(w.part)
 		s.mu.Unlock()
 		return cause
 	}

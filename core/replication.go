@@ -237,7 +237,7 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		ok = s.eng.ApplyReplica(&ev, now)
 		br.ledger.observePeer(&ev, ok)
 		if ev.Kind != engine.LifecycleAdd || (ev.Add != nil && ev.Add.Republish) { // completions, frees and refreshed rows can make room
-			s.drainLocked()
+			s.drainPartLocked(ev.Partition)
 		}
 	}
 	s.mu.Unlock()

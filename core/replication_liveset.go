@@ -139,7 +139,7 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	if n := len(br.liveSetScratch); n > 0 {
 		br.log.Info("freed peer bookings its live set no longer lists (their frees were lost)",
 			"peer", k.sender, "model", k.part.Model, "routing_group", k.part.Group, "bookings", n)
-		s.drainLocked()
+		s.drainPartLocked(k.part)
 	}
 	clear(br.liveSetScratch)
 }

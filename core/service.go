@@ -364,9 +364,12 @@ func (s *Service) Reserve(req *ReservationRequest) (*ReservationResponse, error)
 func (s *Service) PrefillComplete(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	k, _ := s.eng.ReservationPartition(id)
 	err := s.eng.PrefillComplete(id)
 	s.flushLocked()
-	s.drainLocked()
+	if err == nil {
+		s.drainPartLocked(k)
+	}
 	return err
 }
 
@@ -381,9 +384,12 @@ func (s *Service) OutputBlock(id string, decayFraction *float64) error {
 func (s *Service) Free(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	k, _ := s.eng.ReservationPartition(id)
 	err := s.eng.Free(id)
 	s.flushLocked()
-	s.drainLocked()
+	if err == nil {
+		s.drainPartLocked(k)
+	}
 	return err
 }
 
@@ -461,7 +467,7 @@ func (s *Service) ApplyReplica(ev *engine.ReplicaEvent) bool {
 	defer s.mu.Unlock()
 	ok := s.eng.ApplyReplica(ev, s.clock())
 	if ev.Kind != engine.LifecycleAdd || (ev.Add != nil && ev.Add.Republish) { // completions, frees and refreshed rows can make room
-		s.drainLocked()
+		s.drainPartLocked(ev.Partition)
 	}
 	return ok
 }

@@ -71,3 +71,12 @@ func (e *Engine) HasReservation(id string) bool {
 	_, ok := e.resv[id]
 	return ok
 }
+
+// ReservationPartition returns the partition of live booking id.
+func (e *Engine) ReservationPartition(id string) (PartitionKey, bool) {
+	r, ok := e.resv[id]
+	if !ok {
+		return PartitionKey{}, false
+	}
+	return r.key, true
+}
