@@ -64,9 +64,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*asJSON {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "policy\thit rate\tavailable\tTTFT p50 ms\tTTFT p99 ms\tTTFT mean ms\tload CV\tqueued\trejected\t\n")
+		fmt.Fprintf(tw, "policy\thit rate\tavailable\tTTFT p50 ms\tTTFT p99 ms\tp99.9 ms\tmax ms\tTTFT mean ms\tload CV\tqueued\trejected\t\n")
 		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", r.Policy, 100*r.HitRate, 100*r.AvailHit, r.TTFTP50, r.TTFTP99, r.TTFTMean, r.LoadCV, r.Queued, r.Rejected)
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", r.Policy, 100*r.HitRate, 100*r.AvailHit,
+				r.TTFTP50, r.TTFTP99, r.TTFTP999, r.TTFTMax, r.TTFTMean, r.LoadCV, r.Queued, r.Rejected)
 		}
 		tw.Flush()
 		if len(results) > 0 {

@@ -22,6 +22,8 @@ type Result struct {
 	HitRate  float64 `json:"hit_rate"`
 	TTFTP50  float64 `json:"ttft_p50_ms"`
 	TTFTP99  float64 `json:"ttft_p99_ms"`
+	TTFTP999 float64 `json:"ttft_p999_ms"`
+	TTFTMax  float64 `json:"ttft_max_ms"`
 	TTFTMean float64 `json:"ttft_mean_ms"`
 	LoadCV   float64 `json:"load_cv"`
 	Queued   int     `json:"queued"`
@@ -236,6 +238,8 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		slices.Sort(ttfts)
 		res.TTFTP50 = percentile(ttfts, 0.50)
 		res.TTFTP99 = percentile(ttfts, 0.99)
+		res.TTFTP999 = percentile(ttfts, 0.999)
+		res.TTFTMax = ttfts[len(ttfts)-1]
 	}
 	counts := make([]float64, len(s.workers))
 	for i, w := range s.workers {
