@@ -83,10 +83,10 @@ func run(args []string, stderr io.Writer) error {
 	connCfg := bus.ConnConfig{
 		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
 		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
-		NoEcho: true, Logger: log.With("component", "nats"), OnReconnect: resync.Fire,
+		NoEcho: true, Logger: log, OnReconnect: resync.Fire,
 	}
 	if o.natsURL == "" {
-		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log.With("component", "nats-server")}
+		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log}
 		if o.natsClusterListen != "" {
 			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
