@@ -63,6 +63,7 @@ func goldenMessages() map[string]Message {
 			IDs: []string{"req-1", "tenant/req-2", "8c7e2f0a-6a1b-4e0e-9d1c-3f5a7b9c1d2e"},
 		},
 		"live_set_empty": &LiveSet{Sender: "b", BootID: 9, Model: "m", SetID: 1, Chunks: 1},
+		"resync_request": &ResyncRequest{Sender: "tcp://selector-b:9092", BootID: 77, Target: "tcp://selector-a:9092"},
 	}
 }
 
@@ -229,6 +230,8 @@ func naiveTree(m Message) any {
 		body = fields
 	case *Heartbeat:
 		body = map[string]any{"h": m.HTTPAddr, "t": m.StartedAt, "l": m.Leaving}
+	case *ResyncRequest:
+		body = []any{m.Target}
 	case *LiveSet:
 		ids := m.IDs
 		if ids == nil {
@@ -259,7 +262,7 @@ func randUint(r *rand.Rand) uint64 {
 func randMessage(r *rand.Rand) Message {
 	sender := "r" + randString(r, 20)
 	boot := randUint(r)
-	switch r.IntN(4) {
+	switch r.IntN(5) {
 	case 0:
 		l := &Lifecycle{Sender: sender, BootID: boot, Model: randString(r, 40), Group: randString(r, 10),
 			BlockSize: uint32(randUint(r)), RequestID: randString(r, 36), Worker: randUint(r),
@@ -298,6 +301,8 @@ func randMessage(r *rand.Rand) Message {
 			ls.IDs = append(ls.IDs, randString(r, 40))
 		}
 		return ls
+	case 3:
+		return &ResyncRequest{Sender: sender, BootID: boot, Target: "t" + randString(r, 30)}
 	}
 	return &Heartbeat{Sender: sender, BootID: boot, HTTPAddr: randString(r, 21),
 		StartedAt: int64(randUint(r)) * int64(1-2*r.IntN(2)), Leaving: r.IntN(2) == 0}
@@ -406,6 +411,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"live set chunk past the end", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 2, 2, []string{}}}), ErrMalformed},
 		{"live set short body", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1}}), ErrMalformed},
 		{"live set id not a string", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, 0, 1, []any{[]any{1}}}}), ErrMalformed},
+		{"resync request ok", tree([]any{1, 5, "a", 1, []any{"b"}}), nil},
+		{"resync request newer trailer", tree([]any{1, 5, "a", 1, []any{"b", 7}}), nil},
+		{"resync request empty target", tree([]any{1, 5, "a", 1, []any{""}}), ErrMalformed},
+		{"resync request no target", tree([]any{1, 5, "a", 1, []any{}}), ErrMalformed},
 		{"live set chunk overflow", tree([]any{1, 4, "a", 1, []any{"m", "g", 7, uint64(1) << 32, 1, []string{}}}), ErrMalformed},
 		{"heartbeat wrong value type", tree([]any{1, 3, "a", 1, map[string]any{"l": "yes"}}), ErrMalformed},
 	}
@@ -451,6 +460,7 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		{"add without data", &Lifecycle{Sender: "a", Kind: LifecycleAdd}, ErrMalformed},
 		{"kind zero", &Lifecycle{Sender: "a"}, ErrMalformed},
 		{"live set without chunks", &LiveSet{Sender: "a"}, ErrMalformed},
+		{"resync request without target", &ResyncRequest{Sender: "a"}, ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

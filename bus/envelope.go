@@ -48,6 +48,8 @@ const (
 	TypeAffinity  MsgType = 2
 	TypeHeartbeat MsgType = 3
 	TypeLiveSet   MsgType = 4
+	// TypeResyncRequest asks one replica to republish its admissions.
+	TypeResyncRequest MsgType = 5
 )
 
 // String returns the lower-case name of t.
@@ -61,6 +63,8 @@ func (t MsgType) String() string {
 		return "heartbeat"
 	case TypeLiveSet:
 		return "live_set"
+	case TypeResyncRequest:
+		return "resync_request"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -77,7 +81,7 @@ var (
 )
 
 // Message is implemented by the envelope payload types ([*Lifecycle],
-// [*Affinity], [*Heartbeat], [*LiveSet]). The unexported methods keep the set closed.
+// [*Affinity], [*Heartbeat], [*LiveSet], [*ResyncRequest]). The unexported methods keep the set closed.
 type Message interface {
 	// Type returns the wire type of the message.
 	Type() MsgType
@@ -193,6 +197,8 @@ func (d *Decoder) Decode(data []byte) (Message, error) {
 		m = &Heartbeat{}
 	case TypeLiveSet:
 		m = &LiveSet{}
+	case TypeResyncRequest:
+		m = &ResyncRequest{}
 	default:
 		return nil, fmt.Errorf("%w: %d from %q", ErrUnknownType, h.Type, h.Sender)
 	}
@@ -225,7 +231,7 @@ func DecodeEnvelope(data []byte) (Message, error) {
 }
 
 func knownType(t MsgType) bool {
-	return t == TypeLifecycle || t == TypeAffinity || t == TypeHeartbeat || t == TypeLiveSet
+	return t == TypeLifecycle || t == TypeAffinity || t == TypeHeartbeat || t == TypeLiveSet || t == TypeResyncRequest
 }
 
 func (d *Decoder) header(data []byte) (Header, error) {

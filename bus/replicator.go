@@ -59,11 +59,13 @@ type Config struct {
 	// They should return quickly: while one runs, received events queue up
 	// and are dropped once the queue is full. They may call any Replicator
 	// method except Close.
-	OnLifecycle    func(ev *Lifecycle)
-	OnLiveSet      func(ls *LiveSet) // in order with OnLifecycle (same subject, same queue)
-	OnAffinity     func(a *Affinity)
-	OnPeerRestart  func(id string, prevBoot, newBoot uint64)
-	OnMemberChange func(c MemberChange)
+	OnLifecycle func(ev *Lifecycle)
+	OnLiveSet   func(ls *LiveSet) // in order with OnLifecycle (same subject, same queue)
+	// OnResyncRequest is called when a peer asks this replica to republish its admissions.
+	OnResyncRequest func(from string)
+	OnAffinity      func(a *Affinity)
+	OnPeerRestart   func(id string, prevBoot, newBoot uint64)
+	OnMemberChange  func(c MemberChange)
 }
 
 const (
@@ -144,6 +146,7 @@ type Replicator struct {
 type inbound struct {
 	lc      *Lifecycle
 	ls      *LiveSet
+	rr      *ResyncRequest
 	restart *restartNotice
 	change  *MemberChange
 }
@@ -378,7 +381,7 @@ type replicatorCounters struct {
 
 func (r *Replicator) counters(t MsgType) *streamCounters {
 	switch t {
-	case TypeLifecycle, TypeLiveSet:
+	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
 		return &r.st.lifecycle
 	case TypeAffinity:
 		return &r.st.affinity

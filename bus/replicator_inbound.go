@@ -34,6 +34,11 @@ func (r *Replicator) lifecycleHandler() Handler {
 			it.lc = v
 		case *LiveSet:
 			it.ls = v
+		case *ResyncRequest:
+			if v.Target != r.cfg.ReplicaID {
+				return // addressed to another replica
+			}
+			it.rr = v
 		default:
 			if err == nil {
 				err = fmt.Errorf("%w: %s on the lifecycle subject", ErrWrongType, msg.Type())
@@ -195,6 +200,10 @@ func (r *Replicator) deliver(it inbound) {
 	case it.ls != nil:
 		if f := r.cfg.OnLiveSet; f != nil {
 			f(it.ls)
+		}
+	case it.rr != nil:
+		if f := r.cfg.OnResyncRequest; f != nil {
+			f(it.rr.Sender)
 		}
 	case it.restart != nil:
 		r.st.restarts.Add(1)

@@ -21,6 +21,12 @@ func (r *Replicator) PublishLifecycle(ev *Lifecycle) { r.enqueueOut(ev, &r.st.li
 // counted with the lifecycle stream).
 func (r *Replicator) PublishLiveSet(ls *LiveSet) { r.enqueueOut(ls, &r.st.lifecycle) }
 
+// PublishResyncRequest asks replica target to republish its admissions, on the lifecycle
+// subject, with PublishLifecycle's non-blocking rules.
+func (r *Replicator) PublishResyncRequest(target string) {
+	r.enqueueOut(&ResyncRequest{Target: target}, &r.st.lifecycle)
+}
+
 // PublishAffinity is PublishLifecycle for affinity bindings, with the same
 // non-blocking and ownership rules.
 func (r *Replicator) PublishAffinity(a *Affinity) { r.enqueueOut(a, &r.st.affinity) }
@@ -103,7 +109,7 @@ func (p *publisher) send(m Message) {
 	c := r.counters(m.Type())
 	subject := r.subjects.Members()
 	switch m.Type() {
-	case TypeLifecycle, TypeLiveSet:
+	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
 		subject = r.subjects.Lifecycle()
 	case TypeAffinity:
 		subject = r.subjects.Affinity()

@@ -21,6 +21,9 @@ type sink struct {
 	events []any // *Lifecycle, *Affinity, restart, MemberChange
 }
 
+// resyncFrom records a resync request from a peer.
+type resyncFrom string
+
 type restart struct {
 	id         string
 	prev, boot uint64
@@ -62,6 +65,7 @@ func (s *sink) changes() []MemberChange {
 func (s *sink) hook(cfg Config) Config {
 	cfg.OnLifecycle = func(ev *Lifecycle) { s.add(ev) }
 	cfg.OnLiveSet = func(ls *LiveSet) { s.add(ls) }
+	cfg.OnResyncRequest = func(from string) { s.add(resyncFrom(from)) }
 	cfg.OnAffinity = func(a *Affinity) { s.add(a) }
 	cfg.OnPeerRestart = func(id string, prev, boot uint64) { s.add(restart{id, prev, boot}) }
 	cfg.OnMemberChange = func(c MemberChange) { s.add(c) }
@@ -179,6 +183,51 @@ func TestLiveSetsKeepLifecycleOrder(t *testing.T) {
 		if _, ok := e.(*LiveSet); ok {
 			t.Fatal("a non-peer's live set was delivered")
 		}
+	}
+}
+
+// TestResyncRequestReachesItsTargetOnly: a resync request is delivered to the replica it names,
+// when the requester is its peer, and to nobody else.
+func TestResyncRequestReachesItsTargetOnly(t *testing.T) {
+	n := NewMemNetwork()
+	var sa, sc sink
+	newRep(t, n.Connect(), sa.hook(Config{ReplicaID: "tcp://a:1", Peers: []string{"tcp://b:1"}}))
+	b := newRep(t, n.Connect(), Config{ReplicaID: "tcp://b:1", Peers: []string{"tcp://a:1", "tcp://c:1"}})
+	c := newRep(t, n.Connect(), sc.hook(Config{ReplicaID: "tcp://c:1"})) // b is not c's peer
+	b.PublishResyncRequest("tcp://a:1")
+	b.PublishResyncRequest("tcp://c:1")
+	waitFor(t, func() error {
+		for _, e := range sa.all() {
+			if e == resyncFrom("tcp://b:1") {
+				return nil
+			}
+		}
+		return fmt.Errorf("a saw %v", sa.all())
+	})
+	waitFor(t, func() error {
+		if st := c.Stats(); st.Lifecycle.NotPeer == 0 {
+			return errors.New("c has not refused b's request yet")
+		}
+		return nil
+	})
+	for _, e := range append(sa.all(), sc.all()...) {
+		if r, ok := e.(resyncFrom); ok && r != "tcp://b:1" {
+			t.Fatalf("unexpected request %v", r)
+		}
+	}
+	for _, e := range sc.all() {
+		if _, ok := e.(resyncFrom); ok {
+			t.Fatal("a request from a non-peer was delivered")
+		}
+	}
+	n2 := 0
+	for _, e := range sa.all() {
+		if _, ok := e.(resyncFrom); ok {
+			n2++
+		}
+	}
+	if n2 != 1 {
+		t.Fatalf("a got %d requests, want only the one addressed to it", n2)
 	}
 }
 

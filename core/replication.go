@@ -34,6 +34,7 @@ type BusReplicator struct {
 	// peers' sets being reassembled, counters, and scratch for freed ids.
 	liveSetSeq     uint64
 	pendingSets    map[liveSetKey]*pendingLiveSet
+	asks           map[string]*resyncAsk
 	liveSets       liveSetStats
 	liveSetScratch []string
 	rs             *resyncer
@@ -83,7 +84,8 @@ type ReplicationConfig struct {
 // before Start and before serving; Close the returned replicator before closing nc.
 func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
 	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
-		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{}}
+		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{},
+		asks: map[string]*resyncAsk{}}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
 	br.rs.liveSetEvery = orDefaultDelay(cfg.LiveSetInterval, DefaultLiveSetInterval)
@@ -100,6 +102,7 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		OnLifecycle:       br.apply,
 		OnLiveSet:         br.applyLiveSet,
+		OnResyncRequest:   br.resyncRequested,
 		OnAffinity:        br.applyAffinity,
 		OnPeerRestart:     br.peerRestarted,
 		OnMemberChange:    br.memberChanged,

@@ -29,6 +29,12 @@ import (
 // Announcements go out at the end of every republish pass (reconnects, peers joining) and every
 // LiveSetInterval. Each partition the engine knows is announced, an empty set included, so a
 // peer also learns that everything it mirrors from the sender there is gone.
+//
+// The same announcement reveals admissions a peer missed: ids listed that it neither mirrors
+// nor saw freed. It then asks the sender to republish (a ResyncRequest), at most once per
+// resyncRequestGap, the gap doubling up to maxResyncRequestGap while ids stay missing (a peer
+// that cannot apply them — its catalog lacks their worker — must not make the sender republish
+// every 30 s forever) and resetting once nothing is missing.
 
 const (
 	// DefaultLiveSetInterval is how often a replica announces its live sets between passes.
@@ -40,6 +46,10 @@ const (
 	maxLiveSetChunks = 2048
 	// maxLiveSetIDs bounds the ids of one set a receiver collects.
 	maxLiveSetIDs = maxLiveSetChunks * liveSetChunk
+	// resyncRequestGap and maxResyncRequestGap bound how often a replica asks one peer to
+	// republish (see above).
+	resyncRequestGap    = 10 * time.Second
+	maxResyncRequestGap = 10 * time.Minute
 	// maxPendingLiveSets bounds the partially received multi-chunk sets a receiver keeps (a
 	// single-chunk set is applied at once and never waits).
 	maxPendingLiveSets = 1024
@@ -64,6 +74,15 @@ type liveSetStats struct {
 	announced uint64 // sets this replica announced (one per partition per announcement)
 	applied   uint64 // complete peer sets applied
 	freed     uint64 // mirrored bookings freed because a peer's set did not list them
+	missing   uint64 // ids peers' sets listed that this replica did not mirror
+	requested uint64 // resync requests sent
+	asked     uint64 // resync requests received
+}
+
+// resyncAsk is the request pacing for one peer (guarded by Service.mu).
+type resyncAsk struct {
+	next time.Time     // no request before
+	gap  time.Duration // the wait after the next request
 }
 
 // publishLiveSetsLocked announces every partition's live set. Called with Service.mu held.
@@ -136,12 +155,55 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	}
 	br.liveSets.applied++
 	br.liveSets.freed += uint64(len(br.liveSetScratch))
+	br.askForMissing(k.sender, p.ids, now)
 	if n := len(br.liveSetScratch); n > 0 {
 		br.log.Info("freed peer bookings its live set no longer lists (their frees were lost)",
 			"peer", k.sender, "model", k.part.Model, "routing_group", k.part.Group, "bookings", n)
 		s.drainPartLocked(k.part)
 	}
 	clear(br.liveSetScratch)
+}
+
+// askForMissing asks sender to republish when its set lists ids this replica neither mirrors
+// nor saw freed, paced per peer (see the top of this file). Called with Service.mu held.
+func (br *BusReplicator) askForMissing(sender string, ids map[string]struct{}, now time.Time) {
+	s := br.svc
+	cutoff := now.Add(-s.eng.Config().ActiveRequestExpiry)
+	missing := 0
+	for id := range ids {
+		if !s.eng.HasReservation(id) && !br.tomb.freed(id, cutoff) {
+			missing++
+		}
+	}
+	ask := br.asks[sender]
+	if missing == 0 {
+		if ask != nil {
+			ask.gap = resyncRequestGap
+		}
+		return
+	}
+	br.liveSets.missing += uint64(missing)
+	if ask == nil {
+		ask = &resyncAsk{gap: resyncRequestGap}
+		br.asks[sender] = ask
+	}
+	if now.Before(ask.next) {
+		return
+	}
+	ask.next = now.Add(ask.gap)
+	ask.gap = min(2*ask.gap, maxResyncRequestGap)
+	br.liveSets.requested++
+	br.log.Info("peer holds bookings this replica missed; asking it to republish", "peer", sender, "missing", missing)
+	br.r.PublishResyncRequest(sender)
+}
+
+// resyncRequested schedules a republish pass for a peer that asked for one (bus dispatcher
+// goroutine; requests coalesce with other scheduled passes).
+func (br *BusReplicator) resyncRequested(from string) {
+	br.svc.mu.Lock()
+	br.liveSets.asked++
+	br.svc.mu.Unlock()
+	br.rs.request(br.rs.joinDelay)
 }
 
 // dropPendingSets forgets the partial sets of a peer (it restarted, left or expired: its sets
@@ -152,4 +214,5 @@ func (br *BusReplicator) dropPendingSets(sender string) {
 			delete(br.pendingSets, k)
 		}
 	}
+	delete(br.asks, sender)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func newLiveSetRig(t *testing.T) *liveSetRig {
 		}
 	}
 	br := &BusReplicator{svc: svc, log: slog.New(slog.DiscardHandler), ledger: ledger{},
-		tomb: newTombstones(tombstoneCap), pendingSets: map[liveSetKey]*pendingLiveSet{}}
+		tomb: newTombstones(tombstoneCap), pendingSets: map[liveSetKey]*pendingLiveSet{}, asks: map[string]*resyncAsk{}}
 	return &liveSetRig{svc: svc, br: br}
 }
 
@@ -215,5 +216,60 @@ func TestLiveSetsNeverReleaseLiveBookings(t *testing.T) {
 	}
 	if st := b.br.ResyncStats(); st.LiveSetFreed != 0 {
 		t.Fatalf("B released %d live bookings", st.LiveSetFreed)
+	}
+}
+
+// TestLiveSetRecoversMissedAdmission: an admission a peer could not apply (it did not know the
+// worker yet) is recovered without any reconnect or join: the owner's live set lists it, the
+// peer asks for a republish, and the owner republishes.
+func TestLiveSetRecoversMissedAdmission(t *testing.T) {
+	srv := natstest.RunServer(t)
+	cfg := func(c *ReplicationConfig) {
+		c.LiveSetInterval = 300 * time.Millisecond
+		c.JoinResyncRepeat = -1
+	}
+	a := startReplicaWith(t, srv.ClientURL(), "a", cfg, "b")
+	b := startReplicaWith(t, srv.ClientURL(), "b", cfg, "a")
+	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
+	natstest.WaitFor(t, syncTimeout, func() error { // the join passes are behind us
+		if a.br.ResyncStats().Passes == 0 || b.br.ResyncStats().Passes == 0 {
+			return fmt.Errorf("join passes pending")
+		}
+		return nil
+	})
+	if _, err := b.svc.DeleteWorker(1); err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Bool
+	hook := func(ev *engine.ReplicaEvent, applied bool) {
+		if ev.RequestID == "x" && ev.Kind == engine.LifecycleAdd && !applied {
+			refused.Store(true)
+		}
+	}
+	b.br.appliedHook.Store(&hook)
+	if _, err := a.svc.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0)),
+		Prompt: Prompt{SequenceHashes: []int64{1, 2}, ISLTokens: ptr(uint64(8))}, EffectivePrefillTokens: ptr(uint64(8))}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, syncTimeout, func() error { // B received x and could not apply it
+		if !refused.Load() {
+			return fmt.Errorf("b has not refused x yet")
+		}
+		return nil
+	})
+	if _, err := b.svc.UpsertWorker(testWorker(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if got := activeRequests(b.svc); got != 1 {
+			return fmt.Errorf("b has %d requests, want the missed one", got)
+		}
+		return nil
+	})
+	if st := b.br.ResyncStats(); st.ResyncRequestsSent == 0 || st.LiveSetMissing == 0 {
+		t.Fatalf("b stats %+v: want a request for the missing admission", st)
+	}
+	if st := a.br.ResyncStats(); st.ResyncRequestsReceived == 0 {
+		t.Fatalf("a stats %+v: no request received", st)
 	}
 }

@@ -216,6 +216,11 @@ type ResyncStats struct {
 	LiveSetsAnnounced uint64
 	LiveSetsApplied   uint64
 	LiveSetFreed      uint64
+	// Lost admissions: ids peers' live sets listed that this replica did not mirror, resync
+	// requests it sent for them, and requests it received from peers.
+	LiveSetMissing         uint64
+	ResyncRequestsSent     uint64
+	ResyncRequestsReceived uint64
 }
 
 func newResyncer(br *BusReplicator, rate int, delay, joinDelay time.Duration) *resyncer {
@@ -421,6 +426,7 @@ func (br *BusReplicator) ResyncStats() ResyncStats {
 		Passes: br.rs.passes.Load(), Republished: br.rs.republished.Load(), Pruned: br.rs.pruned.Load(),
 		LastPass: br.rs.lastPassSize.Load(), Ledger: n, Tombstones: tn, StaleAdds: stale,
 		LiveSetsAnnounced: ls.announced, LiveSetsApplied: ls.applied, LiveSetFreed: ls.freed,
+		LiveSetMissing: ls.missing, ResyncRequestsSent: ls.requested, ResyncRequestsReceived: ls.asked,
 	}
 }
 
