@@ -59,8 +59,8 @@
 // expiry frees), session-affinity bindings, and AIBrix session bindings (EnableAIBrixSessions).
 // After a reconnect or a peer's (re)start, each replica republishes its own live admissions, so
 // load lost while the bus was down heals (replication_resync.go), and it periodically announces
-// the ids of its live bookings so that peers release those whose frees were lost
-// (replication_liveset.go). Local to each replica: output-block updates
+// the ids of its live bookings so that peers release those whose frees were lost and ask for a
+// republish of admissions they missed (replication_liveset.go). Local to each replica: output-block updates
 // (high frequency, by design), the pending-selection cache behind the replay form of
 // POST /reservations, and the worker catalog — register the same catalog on every replica.
 // The KV index is built on every replica from the workers' own ZMQ events; a replica that starts
