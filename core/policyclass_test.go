@@ -183,6 +183,9 @@ policy_classes:
 	out := make(chan outcome, 1)
 	wait(t.Context(), svc, selReq("w1", 200, 8), true, out)
 	poll.True(t, queueWait, "w1 parked", pendingIs(svc, 1))
+	if st := svc.Stats().Queue; st.ByClass["fs"] != 1 || len(st.ByClass) != 1 {
+		t.Fatalf("per-class pending %v, want fs: 1", st.ByClass)
+	}
 	_, err := svc.SelectAndReserveWait(t.Context(), selReq("w2", 300, 8))
 	var ee *engine.Error
 	if !errors.As(err, &ee) || !errors.Is(err, engine.ErrOverloaded) ||

@@ -355,6 +355,23 @@ func (pq *partQueue) take(i int) *waiter {
 	return w
 }
 
+// byClass counts the parked requests per policy class name over every partition (nil when none
+// is parked).
+func (q *routerQueue) byClass() map[string]int {
+	if q.n == 0 {
+		return nil
+	}
+	m := map[string]int{}
+	for _, pq := range q.parts {
+		for i := range pq.classes {
+			if n := pq.classes[i].count; n > 0 {
+				m[pq.prof.classes[i].name] += int(n)
+			}
+		}
+	}
+	return m
+}
+
 // partitions appends the keys of the partitions with parked requests to dst.
 func (q *routerQueue) partitions(dst []engine.PartitionKey) []engine.PartitionKey {
 	for k := range q.parts {

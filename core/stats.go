@@ -19,10 +19,11 @@ type Stats struct {
 
 // QueueStats describes the router queue (queue_wait.go).
 type QueueStats struct {
-	Pending    int     // requests parked now
-	Dispatched uint64  // parked requests selected since start (successfully or not)
-	Abandoned  uint64  // parked requests whose caller went away before dispatch
-	WaitSecs   float64 // total time dispatched requests spent parked
+	Pending    int            // requests parked now
+	ByClass    map[string]int // requests parked now per policy class (pinned ones included)
+	Dispatched uint64         // parked requests selected since start (successfully or not)
+	Abandoned  uint64         // parked requests whose caller went away before dispatch
+	WaitSecs   float64        // total time dispatched requests spent parked
 }
 
 // Stats returns a snapshot of the service's counters and sizes.
@@ -34,7 +35,7 @@ func (s *Service) Stats() Stats {
 		KV:                s.kvStats,
 		KVBatches:         s.kvBatches,
 		KVUndecodable:     s.kvUndecodable,
-		Queue: QueueStats{Pending: s.q.n, Dispatched: s.queueStats.dispatched,
+		Queue: QueueStats{Pending: s.q.n, ByClass: s.q.byClass(), Dispatched: s.queueStats.dispatched,
 			Abandoned: s.queueStats.abandoned, WaitSecs: s.queueStats.waited.Seconds()},
 	}
 	kv := s.kv

@@ -109,6 +109,7 @@ var (
 	descRecBytes     = prometheus.NewDesc("kvselect_recovery_bytes", "Snapshot bytes read at startup.", nil, nil)
 	descRecDuration  = prometheus.NewDesc("kvselect_recovery_duration_seconds", "Duration of startup recovery.", nil, nil)
 	descQueued       = prometheus.NewDesc("kvselect_router_queue_pending_requests", "Selections waiting in the router queue.", nil, nil)
+	descQueuedClass  = prometheus.NewDesc("kvselect_router_queue_class_pending_requests", "Selections waiting in the router queue, by policy class.", []string{"policy_class"}, nil)
 	descQueueOut     = prometheus.NewDesc("kvselect_router_queue_requests_total", "Requests that left the router queue, by outcome.", []string{"outcome"}, nil)
 	descQueueWait    = prometheus.NewDesc("kvselect_router_queue_wait_seconds_total", "Time dispatched requests spent in the router queue.", nil, nil)
 )
@@ -116,7 +117,7 @@ var (
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
 		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
-		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueueOut, descQueueWait} {
+		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueuedClass, descQueueOut, descQueueWait} {
 		ch <- d
 	}
 }
@@ -140,6 +141,9 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descPending, float64(st.PendingSelections))
 	gauge(descQueued, float64(st.Queue.Pending))
+	for class, n := range st.Queue.ByClass {
+		gauge(descQueuedClass, float64(n), class)
+	}
 	counter(descQueueOut, float64(st.Queue.Dispatched), "dispatched")
 	counter(descQueueOut, float64(st.Queue.Abandoned), "abandoned")
 	counter(descQueueWait, st.Queue.WaitSecs)
