@@ -33,7 +33,7 @@ func BenchmarkQueueParkAndDispatch(b *testing.B) {
 			}
 			busy := func(id string) {
 				if _, err := svc.Reserve(&ReservationRequest{SelectionID: ptr(id), WorkerID: ptr(uint64(1)),
-					Prompt: engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(1 << 20))},
+					Prompt:                 engine.Prompt{SequenceHashes: []int64{}, ISLTokens: ptr(uint64(1 << 20))},
 					EffectivePrefillTokens: ptr(uint64(1 << 20))}); err != nil {
 					b.Fatal(err)
 				}
