@@ -2,8 +2,9 @@ package recovery
 
 import (
 	"errors"
-	"strconv"
 	"strings"
+
+	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them (and, for transport
@@ -48,38 +49,17 @@ func ParseKey(key string) (Partition, error) {
 	return Partition{Model: m, Group: g}, nil
 }
 
-// Tier is a storage tier of the recovery format. The numbering matches the engine's tiers
-// (device, host_pinned, disk, external), so core converts with a plain cast.
-type Tier uint8
+// Tier is a storage tier of the recovery format: the engine's radix tier (device, host_pinned,
+// disk, external), with the same wire names.
+type Tier = radix.Tier
 
 // Storage tiers in match order.
 const (
-	TierDevice Tier = iota
-	TierHostPinned
-	TierDisk
-	TierExternal
-	numTiers
+	TierDevice     = radix.TierDevice
+	TierHostPinned = radix.TierHostPinned
+	TierDisk       = radix.TierDisk
+	TierExternal   = radix.TierExternal
 )
-
-var tierNames = [numTiers]string{"device", "host_pinned", "disk", "external"}
-
-// String returns the wire name.
-func (t Tier) String() string {
-	if t < numTiers {
-		return tierNames[t]
-	}
-	return "tier(" + strconv.Itoa(int(t)) + ")"
-}
-
-// parseTier maps a wire name to a Tier.
-func parseTier(s string) (Tier, bool) {
-	for i, n := range tierNames {
-		if n == s {
-			return Tier(i), true
-		}
-	}
-	return 0, false
-}
 
 // EventKind is the variant of a RouterEvent's data.
 type EventKind uint8

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
 // Decoding of one RouterEvent. json.Decoder has already checked that the bytes are one
@@ -51,7 +53,7 @@ func (w *wireEvent) UnmarshalJSON(b []byte) error {
 			if err != nil {
 				return err
 			}
-			t, ok := parseTier(string(name))
+			t, ok := radix.ParseTier(string(name))
 			if !ok {
 				return badValue("unknown storage_tier %q", name)
 			}
