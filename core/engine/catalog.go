@@ -82,10 +82,7 @@ func (e *Engine) Workers(model, group string) []WorkerRecord {
 		}
 	}
 	slices.SortFunc(out, func(a, b WorkerRecord) int {
-		if c := cmp.Compare(a.ModelName, b.ModelName); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.RoutingGroup, b.RoutingGroup); c != 0 {
+		if c := (PartitionKey{a.ModelName, a.RoutingGroup}).Compare(PartitionKey{b.ModelName, b.RoutingGroup}); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.WorkerID, b.WorkerID)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 
@@ -26,12 +25,7 @@ func (e *Engine) DumpPartitionKeys() []PartitionKey {
 	for k := range e.parts {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b PartitionKey) int {
-		if c := cmp.Compare(a.Model, b.Model); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Group, b.Group)
-	})
+	slices.SortFunc(keys, PartitionKey.Compare)
 	return keys
 }
 

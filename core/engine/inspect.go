@@ -57,10 +57,7 @@ func (e *Engine) Loads(model, group string) []PartitionLoads {
 		out = append(out, pl)
 	}
 	slices.SortFunc(out, func(a, b PartitionLoads) int {
-		if c := cmp.Compare(a.ModelName, b.ModelName); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.RoutingGroup, b.RoutingGroup)
+		return PartitionKey{a.ModelName, a.RoutingGroup}.Compare(PartitionKey{b.ModelName, b.RoutingGroup})
 	})
 	return out
 }

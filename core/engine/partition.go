@@ -17,6 +17,14 @@ type PartitionKey struct {
 	Group string
 }
 
+// Compare orders partition keys by model name, then routing group (the order of every listing).
+func (k PartitionKey) Compare(o PartitionKey) int {
+	if c := cmp.Compare(k.Model, o.Model); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Group, o.Group)
+}
+
 // String is the partition's form in error messages.
 func (k PartitionKey) String() string {
 	return fmt.Sprintf("model=%s routing_group=%s", k.Model, k.Group)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
@@ -36,12 +35,7 @@ func (e *Engine) DumpKeys() []PartitionKey {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b PartitionKey) int {
-		if c := cmp.Compare(a.Model, b.Model); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Group, b.Group)
-	})
+	slices.SortFunc(keys, PartitionKey.Compare)
 	return keys
 }
 
