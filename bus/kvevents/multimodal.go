@@ -19,26 +19,39 @@ import "fmt"
 // skipped as opaque values unless they are plain identifier strings or
 // tuples led by one.
 
-// extraKeys decodes vLLM's extra_keys: one entry per block, each nil or a
-// tuple of keys. A key that is a 64-hex string, or a tuple whose first
-// element is one (identifier, offset), is a multimodal hash (first 16 hex
-// digits); everything else (LoRA names, salts, numbers, bytes) is ignored.
-func (d *Decoder) extraKeys(e *Event) error {
+// perBlock walks a per-block list: fn runs for each entry whose msgpack code want accepts,
+// with the block's index; other entries (nil, or shapes this build ignores) are skipped. The
+// event's MMHashes are then padded to the list's length.
+func (d *Decoder) perBlock(e *Event, name string, want func(byte) bool, fn func(blk int) error) error {
 	n, err := d.r.arrayLen()
 	if err != nil {
-		return fmt.Errorf("extra_keys: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	for blk := 0; blk < n; blk++ {
 		c, err := d.r.peek()
 		if err != nil {
 			return err
 		}
-		if !isArray(c) {
+		if !want(c) {
 			if err := d.r.skip(4); err != nil {
 				return err
 			}
 			continue
 		}
+		if err := fn(blk); err != nil {
+			return err
+		}
+	}
+	padMM(e, n)
+	return nil
+}
+
+// extraKeys decodes vLLM's extra_keys: one entry per block, each nil or a
+// tuple of keys. A key that is a 64-hex string, or a tuple whose first
+// element is one (identifier, offset), is a multimodal hash (first 16 hex
+// digits); everything else (LoRA names, salts, numbers, bytes) is ignored.
+func (d *Decoder) extraKeys(e *Event) error {
+	return d.perBlock(e, "extra_keys", isArray, func(blk int) error {
 		m, err := d.r.arrayLen()
 		if err != nil {
 			return err
@@ -48,9 +61,8 @@ func (d *Decoder) extraKeys(e *Event) error {
 				return fmt.Errorf("extra_keys[%d][%d]: %w", blk, j, err)
 			}
 		}
-	}
-	padMM(e, n)
-	return nil
+		return nil
+	})
 }
 
 // extraKey decodes one element of a block's extra-key tuple.
@@ -61,14 +73,7 @@ func (d *Decoder) extraKey(e *Event, blk int) error {
 	}
 	switch {
 	case isStr(c):
-		s, _, err := d.r.readBytes()
-		if err != nil {
-			return err
-		}
-		if v, ok := parseHexDigest(s); ok {
-			addMM(e, blk, v)
-		}
-		return nil
+		return d.hexKey(e, blk)
 	case isArray(c):
 		k, err := d.r.arrayLen()
 		if err != nil {
@@ -80,12 +85,8 @@ func (d *Decoder) extraKey(e *Event, blk int) error {
 		if c2, err := d.r.peek(); err != nil {
 			return err
 		} else if isStr(c2) {
-			s, _, err := d.r.readBytes()
-			if err != nil {
+			if err := d.hexKey(e, blk); err != nil {
 				return err
-			}
-			if v, ok := parseHexDigest(s); ok {
-				addMM(e, blk, v)
 			}
 		} else if err := d.r.skip(6); err != nil {
 			return err
@@ -95,24 +96,23 @@ func (d *Decoder) extraKey(e *Event, blk int) error {
 	return d.r.skip(5)
 }
 
+// hexKey reads a string key and records it as block blk's multimodal hash when it is a 64-hex
+// identifier.
+func (d *Decoder) hexKey(e *Event, blk int) error {
+	s, _, err := d.r.readBytes()
+	if err != nil {
+		return err
+	}
+	if v, ok := parseHexDigest(s); ok {
+		addMM(e, blk, v)
+	}
+	return nil
+}
+
 // blockMMInfos decodes Dynamo's block_mm_infos: per block nil or
 // {"mm_objects": [{"mm_hash": u64, "offsets": ...}, ...]}.
 func (d *Decoder) blockMMInfos(e *Event) error {
-	n, err := d.r.arrayLen()
-	if err != nil {
-		return fmt.Errorf("block_mm_infos: %w", err)
-	}
-	for blk := 0; blk < n; blk++ {
-		c, err := d.r.peek()
-		if err != nil {
-			return err
-		}
-		if !isMap(c) {
-			if err := d.r.skip(4); err != nil {
-				return err
-			}
-			continue
-		}
+	return d.perBlock(e, "block_mm_infos", isMap, func(blk int) error {
 		m, err := d.r.mapLen()
 		if err != nil {
 			return err
@@ -132,9 +132,8 @@ func (d *Decoder) blockMMInfos(e *Event) error {
 				return fmt.Errorf("block_mm_infos[%d]: %w", blk, err)
 			}
 		}
-	}
-	padMM(e, n)
-	return nil
+		return nil
+	})
 }
 
 // mmObjects decodes a list of {"mm_hash": h, ...} objects for block blk.
