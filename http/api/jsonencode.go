@@ -76,16 +76,7 @@ func appendSelectResponse(b []byte, r *engine.SelectResponse) []byte {
 		b = strconv.AppendBool(b, bk.TrackPrefillTokens)
 		b = append(b, ',')
 	}
-	b = append(b, `"model_name":`...)
-	b = jsonw.AppendString(b, r.ModelName)
-	b = append(b, `,"routing_group":`...)
-	b = jsonw.AppendString(b, r.RoutingGroup)
-	b = append(b, `,"worker_id":`...)
-	b = strconv.AppendUint(b, r.WorkerID, 10)
-	b = append(b, `,"dp_rank":`...)
-	b = strconv.AppendUint(b, uint64(r.DPRank), 10)
-	b = append(b, `,"endpoint":`...)
-	b = jsonw.AppendString(b, r.Endpoint)
+	b = appendTarget(b, r.ModelName, r.RoutingGroup, r.WorkerID, r.DPRank, r.Endpoint)
 	b = append(b, `,"block_size":`...)
 	b = strconv.AppendUint(b, uint64(r.BlockSize), 10)
 	b = append(b, `,"overlap":`...)
@@ -133,17 +124,24 @@ func writeReservationResponse(w http.ResponseWriter, status int, r *core.Reserva
 func appendReservationResponse(b []byte, r *engine.ReservationResponse) []byte {
 	b = append(b, `{"selection_id":`...)
 	b = jsonw.AppendString(b, r.SelectionID)
-	b = append(b, `,"model_name":`...)
-	b = jsonw.AppendString(b, r.ModelName)
-	b = append(b, `,"routing_group":`...)
-	b = jsonw.AppendString(b, r.RoutingGroup)
-	b = append(b, `,"worker_id":`...)
-	b = strconv.AppendUint(b, r.WorkerID, 10)
-	b = append(b, `,"dp_rank":`...)
-	b = strconv.AppendUint(b, uint64(r.DPRank), 10)
-	b = append(b, `,"endpoint":`...)
-	b = jsonw.AppendString(b, r.Endpoint)
+	b = append(b, ',')
+	b = appendTarget(b, r.ModelName, r.RoutingGroup, r.WorkerID, r.DPRank, r.Endpoint)
 	return append(b, '}')
+}
+
+// appendTarget appends the fields naming where a request goes, shared by the selection and
+// reservation answers: "model_name", "routing_group", "worker_id", "dp_rank", "endpoint".
+func appendTarget(b []byte, model, group string, worker uint64, rank uint32, endpoint string) []byte {
+	b = append(b, `"model_name":`...)
+	b = jsonw.AppendString(b, model)
+	b = append(b, `,"routing_group":`...)
+	b = jsonw.AppendString(b, group)
+	b = append(b, `,"worker_id":`...)
+	b = strconv.AppendUint(b, worker, 10)
+	b = append(b, `,"dp_rank":`...)
+	b = strconv.AppendUint(b, uint64(rank), 10)
+	b = append(b, `,"endpoint":`...)
+	return jsonw.AppendString(b, endpoint)
 }
 
 // appendOverlap appends the tier summary; dp's keys are sorted as encoding/json sorts them.
