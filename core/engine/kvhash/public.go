@@ -59,12 +59,7 @@ func BlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
 	n := 4*len(window) + 8*len(mm)
 	if n <= scratchBytes && len(mm) <= MaxInlineMM {
 		var buf [scratchBytes]byte
-		off := 0
-		for _, t := range window {
-			binary.LittleEndian.PutUint32(buf[off:], t)
-			off += 4
-		}
-		off = putSortedMM(buf[:], off, mm)
+		off := putSortedMM(buf[:], putTokens(buf[:], window), mm)
 		return xxh3.HashSeed(buf[:off], seed)
 	}
 	if n <= largeScratchBytes && len(mm) <= MaxInlineMM {
@@ -76,13 +71,19 @@ func BlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
 // largeBlockHash is BlockHash for windows that fit largeScratchBytes.
 func largeBlockHash(window []uint32, seed uint64, mm []uint64) uint64 {
 	var buf [largeScratchBytes]byte
+	off := putSortedMM(buf[:], putTokens(buf[:], window), mm)
+	return xxh3.HashSeed(buf[:off], seed)
+}
+
+// putTokens writes window as little-endian u32 values at the start of buf (which must hold
+// them) and returns the offset after them.
+func putTokens(buf []byte, window []uint32) int {
 	off := 0
 	for _, t := range window {
 		binary.LittleEndian.PutUint32(buf[off:], t)
 		off += 4
 	}
-	off = putSortedMM(buf[:], off, mm)
-	return xxh3.HashSeed(buf[:off], seed)
+	return off
 }
 
 // putSortedMM writes mm (at most MaxInlineMM values, which must fit in buf
