@@ -256,52 +256,41 @@ func (e *Engine) detach(old, next *worker) {
 // schedulable (reasons are computed before detach runs).
 func (w *worker) schedulableCandidate() bool { return len(w.reasons) == 0 }
 
-// mergePatch copies the supplied fields of p into s.
+// mergePatch copies the supplied fields of p into s (maps and lists replaced wholesale).
 func mergePatch(s, p *WorkerSpec) {
-	set := func(dst **string, src *string) {
-		if src != nil {
-			*dst = src
-		}
-	}
-	set(&s.Endpoint, p.Endpoint)
-	set(&s.KVEventsEndpoint, p.KVEventsEndpoint)
-	set(&s.ReplayEndpoint, p.ReplayEndpoint)
-	set(&s.StableRoutingID, p.StableRoutingID)
-	set(&s.KVTransferDomain, p.KVTransferDomain)
-	set(&s.KVTransferEnforcement, p.KVTransferEnforcement)
-	set(&s.RouterHintWorkerType, p.RouterHintWorkerType)
-	set(&s.KVEventSourceMode, p.KVEventSourceMode)
-	if p.KVEventsEndpoints != nil {
-		s.KVEventsEndpoints = p.KVEventsEndpoints
-	}
-	if p.BlockSize != nil {
-		s.BlockSize = p.BlockSize
-	}
-	if p.DataParallelStartRank != nil {
-		s.DataParallelStartRank = p.DataParallelStartRank
-	}
-	if p.DataParallelSize != nil {
-		s.DataParallelSize = p.DataParallelSize
-	}
-	if p.MaxNumBatchedTokens != nil {
-		s.MaxNumBatchedTokens = p.MaxNumBatchedTokens
-	}
-	if p.TotalKVBlocks != nil {
-		s.TotalKVBlocks = p.TotalKVBlocks
-	}
-	if p.IsEagle != nil {
-		s.IsEagle = p.IsEagle
-	}
+	patch(&s.Endpoint, p.Endpoint)
+	patch(&s.KVEventsEndpoint, p.KVEventsEndpoint)
+	patch(&s.ReplayEndpoint, p.ReplayEndpoint)
+	patch(&s.StableRoutingID, p.StableRoutingID)
+	patch(&s.KVTransferDomain, p.KVTransferDomain)
+	patch(&s.KVTransferEnforcement, p.KVTransferEnforcement)
+	patch(&s.RouterHintWorkerType, p.RouterHintWorkerType)
+	patch(&s.KVEventSourceMode, p.KVEventSourceMode)
+	patch(&s.BlockSize, p.BlockSize)
+	patch(&s.DataParallelStartRank, p.DataParallelStartRank)
+	patch(&s.DataParallelSize, p.DataParallelSize)
+	patch(&s.MaxNumBatchedTokens, p.MaxNumBatchedTokens)
+	patch(&s.TotalKVBlocks, p.TotalKVBlocks)
+	patch(&s.IsEagle, p.IsEagle)
+	patch(&s.KVTransferPreferredWeight, p.KVTransferPreferredWeight)
+	patchMap(&s.KVEventsEndpoints, p.KVEventsEndpoints)
+	patchMap(&s.TopologyDomains, p.TopologyDomains)
+	patchMap(&s.RouterHintSourceControlEndpoints, p.RouterHintSourceControlEndpoints)
 	if p.Taints != nil {
 		s.Taints = p.Taints
 	}
-	if p.TopologyDomains != nil {
-		s.TopologyDomains = p.TopologyDomains
+}
+
+// patch sets *dst to src when the patch supplies it (non-nil).
+func patch[T any](dst **T, src *T) {
+	if src != nil {
+		*dst = src
 	}
-	if p.KVTransferPreferredWeight != nil {
-		s.KVTransferPreferredWeight = p.KVTransferPreferredWeight
-	}
-	if p.RouterHintSourceControlEndpoints != nil {
-		s.RouterHintSourceControlEndpoints = p.RouterHintSourceControlEndpoints
+}
+
+// patchMap replaces *dst with src when the patch supplies it (non-nil).
+func patchMap(dst *map[string]string, src map[string]string) {
+	if src != nil {
+		*dst = src
 	}
 }
