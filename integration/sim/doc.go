@@ -25,5 +25,13 @@
 //	itl_ms(u) = max(1, −25.74·u² + 54.01·u + 5.74)
 //
 // per token, u being the worker's pinned fraction of its cache when decoding starts. TTFT is
-// arrival → prefill end. A request whose prefill had to wait behind another counts as queued.
+// arrival → prefill end. A request whose prefill had to wait behind another, or that waited in
+// the router queue, counts as queued.
+//
+// # Router queue
+//
+// An engine-backed policy whose configuration enables queueing (router_queue_threshold) holds
+// requests as kvselect's service does: parked while every worker is busy, dispatched in the
+// configured order as prefills complete and requests finish (router_queue.go). The
+// kvselect-queue policy is kvselect's with a threshold of one batch and wspt order.
 package sim

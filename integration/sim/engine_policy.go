@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,34 +12,49 @@ import (
 
 // EnginePolicy routes with the real selection engine: select_and_reserve at arrival,
 // prefill_complete and free as the request progresses, and the workers' KV events applied to the
-// engine's index as they happen. It is also the EventSink to pass to Run.
+// engine's index as they happen. It is also the EventSink to pass to Run. When the engine
+// configuration enables queueing (router_queue_threshold), it holds requests in a router queue
+// as kvselect's service does (router_queue.go) and is a Holder.
 type EnginePolicy struct {
-	name string
-	eng  *engine.Engine
-	now  func() float64
-	ids  []string
-	evs  [1]engine.KVEvent
-	hs   []int64
+	name  string
+	eng   *engine.Engine
+	now   func() float64
+	ids   []string
+	evs   [1]engine.KVEvent
+	hs    []int64
+	queue *routerQueue // nil when queueing is off
 }
 
+var _ Holder = (*EnginePolicy)(nil)
+
 // NewEnginePolicy builds an engine with cfg and registers workers 1..n (rank 0, 512-token
-// blocks). now returns the simulation clock in milliseconds.
+// blocks, BatchedTokens). Router policy classes (cfg.PolicyConfig) are not simulated.
 func NewEnginePolicy(name string, cfg engine.Config, workers int, seed uint64) (*EnginePolicy, error) {
+	if cfg.PolicyConfig != "" {
+		return nil, fmt.Errorf("sim: router policy classes are not simulated")
+	}
 	cfg.ActiveRequestExpiry = 24 * time.Hour // simulated time: never expire live requests
 	eng, err := engine.New(cfg, engine.Options{Rand: rand.New(rand.NewPCG(seed, 7))})
 	if err != nil {
 		return nil, err
 	}
-	bs := uint32(TraceBlockTokens)
+	bs, batched := uint32(TraceBlockTokens), uint64(BatchedTokens)
 	for w := range workers {
 		id := uint64(w + 1)
 		ep := "http://sim-worker-" + strconv.Itoa(w)
 		kv := "tcp://127.0.0.1:1"
-		if _, err := eng.UpsertWorker(engine.WorkerSpec{WorkerID: &id, Endpoint: &ep, BlockSize: &bs, KVEventsEndpoint: &kv}); err != nil {
+		spec := engine.WorkerSpec{WorkerID: &id, Endpoint: &ep, BlockSize: &bs, KVEventsEndpoint: &kv, MaxNumBatchedTokens: &batched}
+		if _, err := eng.UpsertWorker(spec); err != nil {
 			return nil, err
 		}
 	}
-	return &EnginePolicy{name: name, eng: eng, now: func() float64 { return 0 }}, nil
+	p := &EnginePolicy{name: name, eng: eng, now: func() float64 { return 0 }}
+	if cfg.QueueingEnabled() {
+		if p.queue, err = newRouterQueue(cfg.QueuePolicy); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // Name implements Policy.
@@ -45,7 +62,8 @@ func (p *EnginePolicy) Name() string { return p.name }
 
 func (p *EnginePolicy) clock() time.Time { return time.Unix(0, int64(p.now()*1e6)) }
 
-// Pick implements Policy.
+// Pick implements Policy: the request is parked when queueing is on and every rank is busy,
+// selected and booked otherwise.
 func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	p.now = v.Now
 	for len(p.ids) <= id {
@@ -55,10 +73,49 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	for _, b := range r.Blocks {
 		p.hs = append(p.hs, int64(b))
 	}
-	isl := uint64(r.Input)
+	req := p.request(id, p.hs, uint64(r.Input))
+	if p.queue != nil {
+		probe, err := p.eng.ProbeQueue(&req)
+		if err != nil {
+			return -1
+		}
+		if probe.Busy {
+			req = p.request(id, slices.Clone(p.hs), probe.ISL)
+			p.queue.park(id, req, probe.ISL, probe.Cached)
+			return Held
+		}
+	}
+	return p.selectAndReserve(&req)
+}
+
+// Release implements Holder: parked requests go, best first, while the best one finds a rank
+// that is not busy. A request the engine refuses stays unadmitted (Run counts it as rejected).
+func (p *EnginePolicy) Release(_ *View, admit func(id, worker int)) {
+	for q := p.queue; q != nil && q.Len() > 0; {
+		head := q.head()
+		probe, err := p.eng.ProbeQueue(&head.req)
+		if err == nil && probe.Busy {
+			return
+		}
+		id, w := head.id, -1
+		if err == nil {
+			w = p.selectAndReserve(&head.req)
+		}
+		q.pop()
+		admit(id, w)
+	}
+}
+
+// request is request id's selection request with these block (and sequence) hashes.
+func (p *EnginePolicy) request(id int, hashes []int64, isl uint64) engine.SelectRequest {
 	req := engine.SelectRequest{SelectionID: &p.ids[id]}
-	req.BlockHashes, req.SequenceHashes, req.ISLTokens = p.hs, p.hs, &isl
-	resp, err := p.eng.SelectAndReserve(&req, p.clock())
+	req.BlockHashes, req.SequenceHashes, req.ISLTokens = hashes, hashes, &isl
+	return req
+}
+
+// selectAndReserve books req and returns its worker index, or −1 when the engine refuses it.
+func (p *EnginePolicy) selectAndReserve(req *engine.SelectRequest) int {
+	resp, err := p.eng.SelectAndReserve(req, p.clock())
 	if err != nil {
 		return -1
 	}

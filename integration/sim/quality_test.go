@@ -54,8 +54,10 @@ func TestRoutingQualityGate(t *testing.T) {
 		return r
 	}
 	rr, ll := run("round-robin"), run("least-loaded")
-	if ok, why := qualityGate(run("kvselect"), rr, ll); !ok {
-		t.Fatalf("kvselect fails the routing-quality gate: %s", why)
+	for _, name := range []string{"kvselect", "kvselect-queue"} {
+		if ok, why := qualityGate(run(name), rr, ll); !ok {
+			t.Fatalf("%s fails the routing-quality gate: %s", name, why)
+		}
 	}
 	// The gate must be able to fail: a cache-blind and a load-blind policy both fail it.
 	if ok, _ := qualityGate(ll, rr, ll); ok {

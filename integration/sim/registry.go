@@ -7,7 +7,7 @@ import (
 )
 
 // PolicyNames lists the policies RunPolicy knows, in report order.
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang-like", "dynamo", "kvselect"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang-like", "dynamo", "kvselect", "kvselect-queue"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -24,10 +24,13 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 		return Run(cfg, reqs, NewMaxOverlap(), nil)
 	case "sglang-like":
 		return Run(cfg, reqs, NewSGLangLike(), nil)
-	case "dynamo", "kvselect":
+	case "dynamo", "kvselect", "kvselect-queue":
 		ec := engine.DefaultConfig()
-		if name == "kvselect" {
+		switch name {
+		case "kvselect":
 			ec = KVSelectConfig()
+		case "kvselect-queue":
+			ec = KVSelectQueueConfig()
 		}
 		p, err := NewEnginePolicy(name, ec, cfg.Workers, cfg.Seed)
 		if err != nil {
@@ -41,5 +44,16 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 // KVSelectConfig is the engine configuration of kvselect's default policy.
 func KVSelectConfig() engine.Config {
 	c := engine.KVSelectDefaults()
+	return c
+}
+
+// KVSelectQueueConfig is kvselect's policy with the router queue in wspt order
+// (DYN_ROUTER_QUEUE_THRESHOLD=1 DYN_ROUTER_QUEUE_POLICY=wspt): a request waits in the router
+// while every rank has more than a batch (BatchedTokens) of booked prompt tokens not yet
+// prefilled, and the least uncached work goes first.
+func KVSelectQueueConfig() engine.Config {
+	c := engine.KVSelectDefaults()
+	threshold := 1.0
+	c.QueueThreshold, c.QueuePolicy = &threshold, "wspt"
 	return c
 }

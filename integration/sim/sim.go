@@ -45,11 +45,23 @@ type Result struct {
 // each request's lifecycle. They must be deterministic for a given seed.
 type Policy interface {
 	Name() string
-	// Pick returns the worker for request id (an index into the trace), or -1 to reject it.
+	// Pick returns the worker for request id (an index into the trace), -1 to reject it, or
+	// Held when the policy keeps it in a router queue (only a Holder may).
 	Pick(v *View, id int, r *Request) int
 	// PrefillDone and Done report lifecycle progress of an admitted request.
 	PrefillDone(id int)
 	Done(id int)
+}
+
+// Held is Pick's answer for a request the policy parks in its router queue; the simulation
+// asks the Holder to release parked requests after every lifecycle event.
+const Held = -2
+
+// Holder is a Policy with a router queue. Release is called after every prefill completion and
+// every finished request, and calls admit(id, worker) for each parked request that may go now,
+// in dispatch order. A request held until the trace ends counts as rejected.
+type Holder interface {
+	Release(v *View, admit func(id, worker int))
 }
 
 // View is the read-only state policies may consult.
@@ -169,6 +181,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		s.push(reqs[i].ArrivalMS/cfg.Speedup, evArrival, i)
 	}
 	view := &View{sim: s}
+	holder, _ := pol.(Holder)
 	res := Result{Policy: pol.Name(), Requests: len(reqs), IdealHit: IdealHitRate(reqs),
 		IdealHitAtCapacity: IdealHitRateAt(reqs, cfg.Workers*cfg.CapacityBlocks)}
 	var hitTok, availTok, totalTok float64
@@ -177,25 +190,16 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		s.now = ev.at
 		switch ev.kind {
 		case evArrival:
-			r := &reqs[ev.id]
-			w := pol.Pick(view, ev.id, r)
-			if w < 0 || w >= len(s.workers) {
-				res.Rejected++
-				s.state[ev.id].worker = -1
-				continue
-			}
 			st := &s.state[ev.id]
-			st.worker, st.arrival = w, s.now
-			wk := s.workers[w]
-			wk.inflight++
-			wk.admitted++
-			st.estTokens = max(0, r.Input-wk.cache.Prefix(r.Blocks)*TraceBlockTokens)
-			wk.pendingTokens += st.estTokens
-			wk.queue = append(wk.queue, ev.id)
-			if wk.busy {
-				st.queued = true
+			st.arrival = s.now
+			switch w := pol.Pick(view, ev.id, &reqs[ev.id]); {
+			case w == Held && holder != nil:
+				st.worker, st.queued = held, true
+			case w < 0 || w >= len(s.workers):
+				st.worker = rejected
+			default:
+				s.admit(ev.id, w)
 			}
-			s.startPrefill(w)
 		case evPrefillDone:
 			st := &s.state[ev.id]
 			r := &reqs[ev.id]
@@ -210,12 +214,14 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			pol.PrefillDone(ev.id)
 			s.push(s.now+float64(r.Output)*ITLMS(wk.cache.Used()), evDecodeDone, ev.id)
 			s.startPrefill(st.worker)
+			s.release(holder, view)
 		case evDecodeDone:
 			st := &s.state[ev.id]
 			wk := s.workers[st.worker]
 			wk.cache.Release(reqs[ev.id].Blocks)
 			wk.inflight--
 			pol.Done(ev.id)
+			s.release(holder, view)
 		}
 	}
 	res.MakespanS = s.now / 1000
@@ -225,12 +231,14 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	}
 	var ttfts []float64
 	for i := range s.state {
-		if s.state[i].worker >= 0 {
-			ttfts = append(ttfts, s.state[i].ttft)
-			res.TTFTMean += s.state[i].ttft
-			if s.state[i].queued {
-				res.Queued++
-			}
+		if s.state[i].worker < 0 {
+			res.Rejected++ // rejected, or held until the end
+			continue
+		}
+		ttfts = append(ttfts, s.state[i].ttft)
+		res.TTFTMean += s.state[i].ttft
+		if s.state[i].queued {
+			res.Queued++
 		}
 	}
 	if len(ttfts) > 0 {
@@ -247,6 +255,41 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	}
 	res.LoadCV = cv(counts)
 	return res, nil
+}
+
+// Request states of a request that was not admitted (reqState.worker).
+const (
+	rejected = -1
+	held     = -2
+)
+
+// admit sends request id to worker w's prefill queue.
+func (s *simulation) admit(id, w int) {
+	r := &s.reqs[id]
+	st := &s.state[id]
+	st.worker = w
+	wk := s.workers[w]
+	wk.inflight++
+	wk.admitted++
+	st.estTokens = max(0, r.Input-wk.cache.Prefix(r.Blocks)*TraceBlockTokens)
+	wk.pendingTokens += st.estTokens
+	wk.queue = append(wk.queue, id)
+	if wk.busy {
+		st.queued = true
+	}
+	s.startPrefill(w)
+}
+
+// release lets a Holder dispatch the requests it parked.
+func (s *simulation) release(h Holder, v *View) {
+	if h == nil {
+		return
+	}
+	h.Release(v, func(id, w int) {
+		if st := &s.state[id]; st.worker == held && w >= 0 && w < len(s.workers) {
+			s.admit(id, w)
+		}
+	})
 }
 
 func (s *simulation) push(at float64, kind, id int) {
