@@ -62,8 +62,8 @@ func (p *EnginePolicy) Name() string { return p.name }
 
 func (p *EnginePolicy) clock() time.Time { return time.Unix(0, int64(p.now()*1e6)) }
 
-// Pick implements Policy: the request is parked when queueing is on and every rank is busy,
-// selected and booked otherwise.
+// Pick implements Policy: the request is parked when queueing is on and every rank is busy or
+// others are parked, selected and booked otherwise.
 func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	p.now = v.Now
 	for len(p.ids) <= id {
@@ -79,7 +79,7 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 		if err != nil {
 			return -1
 		}
-		if probe.Busy {
+		if probe.Busy || p.queue.Len() > 0 { // a newcomer never overtakes parked requests
 			req = p.request(id, slices.Clone(p.hs), probe.ISL)
 			p.queue.park(id, req, probe.ISL, probe.Cached)
 			return Held

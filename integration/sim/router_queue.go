@@ -17,7 +17,8 @@ const BatchedTokens = 8192
 // the same engine.Config fields the service reads (router_queue_threshold, router_queue_policy):
 //
 //   - a request is parked when every rank is busy under router_queue_threshold, which the
-//     engine decides (engine.ProbeQueue, as the service does before parking);
+//     engine decides (engine.ProbeQueue, as the service does before parking), or when others
+//     are parked (a newcomer never overtakes them);
 //   - after every prefill completion and every finished request, parked requests go, best first,
 //     for as long as the best one finds a rank that is not busy; each is then selected with the
 //     index and load of that moment;
