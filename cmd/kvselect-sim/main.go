@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	policies := fs.String("policies", strings.Join(sim.PolicyNames, ","), "comma-separated policies")
 	seed := fs.Uint64("seed", 42, "random seed")
 	asJSON := fs.Bool("json", false, "print one JSON object per policy instead of a table")
+	windows := fs.Int("windows", 0, "replay consecutive windows of N requests separately and compare each policy with --baseline")
+	baseline := fs.String("baseline", "least-loaded", "the policy --windows compares against")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,10 +49,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed}
+	if *windows > 0 {
+		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, stdout)
+	}
 	var results []sim.Result
-	for _, name := range strings.Split(*policies, ",") {
+	for _, name := range splitList(*policies) {
 		start := time.Now()
-		res, err := sim.RunPolicy(strings.TrimSpace(name), cfg, reqs)
+		res, err := sim.RunPolicy(name, cfg, reqs)
 		if err != nil {
 			return err
 		}
@@ -77,4 +82,39 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// runWindows prints, for each policy, how it compares with baseline over the windows.
+func runWindows(cfg sim.Config, windows [][]sim.Request, policies []string, baseline string, asJSON bool, stdout io.Writer) error {
+	sums, err := sim.CompareWindows(cfg, windows, policies, baseline)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		for _, s := range sums {
+			b, _ := json.Marshal(s)
+			fmt.Fprintln(stdout, string(b))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\thit rate\tp50 ratio\tp99 ratio\tmean ratio\tp99 not worse\trejected\t\n")
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%.3f\t%.3f\t%.3f\t%d of %d\t%d\t\n", s.Policy, 100*s.HitRate, s.P50Ratio, s.P99Ratio, s.MeanRatio, s.P99NotWorse, s.Windows, s.Rejected)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "ratios: geometric mean over %d windows of %d requests of the policy's TTFT ÷ %s's (below 1 is better); caches start cold in every window; speedup %g\n",
+		len(windows), len(windows[0]), baseline, cfg.Speedup)
+	return nil
+}
+
+// splitList splits a comma-separated flag value, trimming spaces and dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
