@@ -25,6 +25,9 @@ const (
 	// processor goroutine; when it is full the receiver stops reading and
 	// back-pressure reaches the engine's PUB high-water mark.
 	DefaultQueueLen = 1024
+	// DefaultQueueBytes bounds the payload bytes in that hand-off: without it a slow Handler
+	// could let QueueLen maximum-size messages (16 GiB) pile up.
+	DefaultQueueBytes = 64 << 20
 )
 
 // Handler consumes batches. Its methods are called from one goroutine per
@@ -75,8 +78,11 @@ type Config struct {
 	// is closed.
 	BufferBatches int
 	BufferBytes   int
-	// QueueLen is the capacity of the receiver-to-processor queue.
-	QueueLen int
+	// QueueLen is the capacity of the receiver-to-processor queue, and QueueBytes bounds the
+	// payload bytes in it (a batch counts until its Handler call returns; one larger than
+	// QueueBytes counts as QueueBytes). The receiver stops reading when either is reached.
+	QueueLen   int
+	QueueBytes int
 	// MaxMessageBytes bounds an inbound ZMTP message (the sum of its frames) and a command
 	// frame on every tcp:// and ipc:// connection the listener dials (libzmq's
 	// ZMQ_MAXMSGSIZE). A peer that announces more is disconnected before anything is
@@ -124,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.QueueLen <= 0 {
 		c.QueueLen = DefaultQueueLen
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultQueueBytes
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes

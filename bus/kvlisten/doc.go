@@ -109,7 +109,11 @@
 //
 // Each Listener runs two goroutines: a receiver that owns the SUB socket and
 // a processor that owns the watermark, the gate buffer and every replay
-// DEALER. Handler methods are called only from the processor goroutine, one
+// DEALER. The receiver hands batches over through a queue bounded in count
+// (Config.QueueLen) and payload bytes (Config.QueueBytes, budget.go); when
+// either is reached it stops reading, and back-pressure reaches the engine's
+// PUB high-water mark, whose drops show up as sequence gaps that replay
+// repairs. Handler methods are called only from the processor goroutine, one
 // call at a time, in sequence order. Payload slices are freshly allocated per
 // message by go-zeromq and never reused by this package, so a Handler may
 // retain them. State may be called from any goroutine. Close stops both

@@ -18,6 +18,7 @@ type Listener struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // receiver + processor
 	in     chan liveMsg   // receiver → processor, capacity cfg.QueueLen
+	budget *byteBudget    // payload bytes in in or being handled, at most cfg.QueueBytes
 	state  stateBox
 
 	closeOnce sync.Once
@@ -50,6 +51,7 @@ func Start(ctx context.Context, cfg Config) (*Listener, error) {
 		ctx:    lctx,
 		cancel: cancel,
 		in:     make(chan liveMsg, cfg.QueueLen),
+		budget: newByteBudget(int64(cfg.QueueBytes)),
 		seed:   maphash.MakeSeed(),
 	}
 	if cfg.ReplayEndpoint != "" {
@@ -90,6 +92,7 @@ func (l *Listener) Close() error {
 // goroutine.
 func (l *Listener) State() State {
 	s := l.state.snapshot()
+	s.QueuedBytes = l.budget.used()
 	if l.ctx.Err() != nil {
 		s.Status = StatusClosed
 	}

@@ -27,6 +27,7 @@ func (l *Listener) process() {
 				break wait
 			case m := <-l.in:
 				ok := buf.push(m)
+				l.budget.release(m.cost) // the gate buffer has its own bounds
 				l.state.update(func(s *State) {
 					s.Buffered = len(buf.msgs)
 					if !ok {
@@ -54,6 +55,7 @@ func (l *Listener) process() {
 				return
 			}
 			l.handle(m)
+			l.budget.release(m.cost)
 		case <-l.ctx.Done():
 			return
 		}

@@ -15,6 +15,7 @@ type liveMsg struct {
 	seq     uint64
 	payload []byte
 	epoch   uint64
+	cost    int64 // bytes taken from the hand-off budget; returned by the processor
 }
 
 // receive is the receiver goroutine. It owns the SUB socket: it dials with
@@ -51,8 +52,9 @@ func (l *Listener) receive() {
 }
 
 // recvLoop reads live messages until Recv fails, dropping (and counting)
-// malformed ones. Blocking on the hand-off queue is deliberate: it pushes
-// back through go-zeromq and TCP to the engine's PUB high-water mark.
+// malformed ones. Blocking on the hand-off (queue slots or byte budget) is
+// deliberate: it pushes back through go-zeromq and TCP to the engine's PUB
+// high-water mark.
 func (l *Listener) recvLoop(s *zsock, epoch uint64) error {
 	for {
 		msg, err := s.Recv()
@@ -71,8 +73,12 @@ func (l *Listener) recvLoop(s *zsock, epoch uint64) error {
 			}
 			continue
 		}
+		m := liveMsg{seq: seq, payload: payload, epoch: epoch, cost: min(int64(len(payload)), l.budget.size)}
+		if err := l.budget.acquire(l.ctx, m.cost); err != nil {
+			return err
+		}
 		select {
-		case l.in <- liveMsg{seq: seq, payload: payload, epoch: epoch}:
+		case l.in <- m:
 		case <-l.ctx.Done():
 			return l.ctx.Err()
 		}

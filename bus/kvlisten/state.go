@@ -61,6 +61,9 @@ type State struct {
 	// Buffered is the number of batches currently held while the gate is
 	// closed (not cumulative).
 	Buffered int
+	// QueuedBytes is the payload received and not yet handled (at most
+	// Config.QueueBytes; not cumulative).
+	QueuedBytes int64
 }
 
 // stateBox guards the published State. The receiver goroutine writes the
