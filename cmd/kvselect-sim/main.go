@@ -108,13 +108,7 @@ func runWindows(cfg sim.Config, windows [][]sim.Request, policies []string, base
 	return nil
 }
 
-// splitList splits a comma-separated flag value, trimming spaces and dropping empty items.
+// splitList splits a list of names separated by commas or spaces.
 func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }
