@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func trace(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "..", "shared", "traces", "mooncake_synthetic_trace.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("trace missing in CI: %v", err)
+		}
+		t.Skipf("trace not available: %v", err)
+	}
+	return p
+}
+
+// jsonLines runs the command and decodes every stdout line as one JSON object.
+func jsonLines(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatalf("run %v: %v (stderr %s)", args, err, errb.String())
+	}
+	var objs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var o map[string]any
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+func TestJSONOutput(t *testing.T) {
+	objs := jsonLines(t, "--trace", trace(t), "--requests", "200", "--policies", "round-robin,kvselect-queue", "--json")
+	if len(objs) != 2 || objs[0]["policy"] != "round-robin" || objs[1]["policy"] != "kvselect-queue" {
+		t.Fatalf("got %v", objs)
+	}
+	for _, k := range []string{"policy", "requests", "hit_rate", "ttft_p50_ms", "ttft_p99_ms", "load_cv", "queued", "rejected"} {
+		if _, ok := objs[1][k]; !ok {
+			t.Fatalf("field %q missing from %v", k, objs[1])
+		}
+	}
+	if objs[1]["requests"].(float64) != 200 {
+		t.Fatalf("requests = %v, want 200", objs[1]["requests"])
+	}
+}
+
+func TestWindowsOutput(t *testing.T) {
+	objs := jsonLines(t, "--trace", trace(t), "--requests", "300", "--windows", "100", "--policies", "kvselect", "--baseline", "round-robin", "--json")
+	if len(objs) != 1 {
+		t.Fatalf("got %v", objs)
+	}
+	o := objs[0]
+	if o["policy"] != "kvselect" || o["baseline"] != "round-robin" || o["windows"].(float64) != 3 || o["requests"].(float64) != 100 {
+		t.Fatalf("summary %v", o)
+	}
+	var out, errb bytes.Buffer
+	if err := run([]string{"--trace", trace(t), "--requests", "50", "--windows", "100"}, &out, &errb); err == nil {
+		t.Fatal("a trace shorter than one window was accepted")
+	}
+}
+
+func TestUnknownPolicy(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run([]string{"--trace", trace(t), "--requests", "10", "--policies", "nope"}, &out, &errb); err == nil {
+		t.Fatal("an unknown policy was accepted")
+	}
+}
