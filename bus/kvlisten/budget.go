@@ -8,12 +8,15 @@ import (
 )
 
 // byteBudget bounds the payload bytes between the receiver and the processor. The receiver
-// acquires a batch's bytes before handing it over and the processor releases them once the
-// batch is handled (or moved into the gate buffer, which has bounds of its own), so at most
-// size bytes are ever held by the hand-off queue and the Handler call in progress.
+// acquires a batch's bytes before queueing it and the processor releases them once the batch
+// is handled (or moved into the gate buffer, which has bounds of its own). Besides the batch
+// the receiver is reading or waiting to queue, the queue and the Handler call in progress
+// therefore hold at most size bytes, except that a batch larger than size counts as size
+// (bounded in turn by Config.MaxMessageBytes).
 //
 // Callers pass 0 ≤ n ≤ size: the receiver clamps a larger batch to size, so one oversized
-// batch waits for an empty budget instead of forever.
+// batch waits for an empty budget instead of forever. Bytes taken when the listener stops
+// are not returned; a Listener is never restarted.
 type byteBudget struct {
 	size  int64
 	sem   *semaphore.Weighted

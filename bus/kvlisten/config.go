@@ -79,8 +79,10 @@ type Config struct {
 	BufferBatches int
 	BufferBytes   int
 	// QueueLen is the capacity of the receiver-to-processor queue, and QueueBytes bounds the
-	// payload bytes in it (a batch counts until its Handler call returns; one larger than
-	// QueueBytes counts as QueueBytes). The receiver stops reading when either is reached.
+	// payload bytes in it: a batch counts from when the receiver queues it until its Handler
+	// call returns, or until it is moved into the gate buffer (bounded by BufferBytes) while
+	// the gate is closed; one larger than QueueBytes counts as QueueBytes. The receiver stops
+	// reading when either is reached.
 	QueueLen   int
 	QueueBytes int
 	// MaxMessageBytes bounds an inbound ZMTP message (the sum of its frames) and a command

@@ -94,7 +94,7 @@ func (l *Listener) State() State {
 	s := l.state.snapshot()
 	s.QueuedBytes = l.budget.used()
 	if l.ctx.Err() != nil {
-		s.Status = StatusClosed
+		s.Status, s.QueuedBytes = StatusClosed, 0
 	}
 	return s
 }

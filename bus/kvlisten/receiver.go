@@ -80,6 +80,7 @@ func (l *Listener) recvLoop(s *zsock, epoch uint64) error {
 		select {
 		case l.in <- m:
 		case <-l.ctx.Done():
+			l.budget.release(m.cost)
 			return l.ctx.Err()
 		}
 	}

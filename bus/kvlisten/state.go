@@ -61,8 +61,9 @@ type State struct {
 	// Buffered is the number of batches currently held while the gate is
 	// closed (not cumulative).
 	Buffered int
-	// QueuedBytes is the payload received and not yet handled (at most
-	// Config.QueueBytes; not cumulative).
+	// QueuedBytes is the payload the receiver queued for the processor and
+	// that is not yet handled or gate-buffered (at most Config.QueueBytes;
+	// not cumulative; 0 once closed).
 	QueuedBytes int64
 }
 
