@@ -44,6 +44,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *trace == "" {
 		return fmt.Errorf("--trace is required")
 	}
+	if *windows < 0 {
+		return fmt.Errorf("--windows must be positive")
+	}
+	baselineSet := false
+	fs.Visit(func(f *flag.Flag) { baselineSet = baselineSet || f.Name == "baseline" })
+	if baselineSet && *windows == 0 {
+		return fmt.Errorf("--baseline needs --windows")
+	}
 	reqs, err := sim.LoadTrace(*trace, *requests)
 	if err != nil {
 		return err

@@ -69,9 +69,16 @@ func TestWindowsOutput(t *testing.T) {
 	}
 }
 
-func TestUnknownPolicy(t *testing.T) {
-	var out, errb bytes.Buffer
-	if err := run([]string{"--trace", trace(t), "--requests", "10", "--policies", "nope"}, &out, &errb); err == nil {
-		t.Fatal("an unknown policy was accepted")
+func TestBadArguments(t *testing.T) {
+	tr := trace(t)
+	for _, args := range [][]string{
+		{"--trace", tr, "--requests", "10", "--policies", "nope"},
+		{"--trace", tr, "--requests", "10", "--windows", "-5"},
+		{"--trace", tr, "--requests", "10", "--baseline", "round-robin"},
+	} {
+		var out, errb bytes.Buffer
+		if err := run(args, &out, &errb); err == nil {
+			t.Errorf("%v was accepted", args)
+		}
 	}
 }

@@ -27,6 +27,11 @@ type EnginePolicy struct {
 
 var _ Holder = (*EnginePolicy)(nil)
 
+// BatchedTokens is the max_num_batched_tokens every simulated worker registers (vLLM's default
+// for online serving). Busy checks scale router_queue_threshold by it: with threshold 0.5, a rank
+// is busy while more than 4,096 of its booked prompt tokens wait for prefill_complete.
+const BatchedTokens = 8192
+
 // NewEnginePolicy builds an engine with cfg and registers workers 1..n (rank 0, 512-token
 // blocks, BatchedTokens). Router policy classes (cfg.PolicyConfig) are not simulated.
 func NewEnginePolicy(name string, cfg engine.Config, workers int, seed uint64) (*EnginePolicy, error) {
@@ -79,7 +84,10 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 		if err != nil {
 			return -1
 		}
-		if probe.Busy || p.queue.Len() > 0 { // a newcomer never overtakes parked requests
+		// A newcomer never overtakes parked requests, as in the service. Here that is also
+		// implied: Release stops only when the head finds every rank busy, and nothing frees a
+		// rank between lifecycle events, so a newcomer finds them busy too.
+		if probe.Busy || p.queue.Len() > 0 {
 			req = p.request(id, slices.Clone(p.hs), probe.ISL)
 			p.queue.park(id, req, probe.ISL, probe.Cached)
 			return Held

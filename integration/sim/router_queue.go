@@ -7,11 +7,6 @@ import (
 	"github.com/kvselect/kvselect/core/engine"
 )
 
-// BatchedTokens is the max_num_batched_tokens every simulated worker registers (vLLM's default
-// for online serving). Busy checks scale router_queue_threshold by it: with threshold 0.5, a rank
-// is busy while more than 4,096 of its booked prompt tokens wait for prefill_complete.
-const BatchedTokens = 8192
-
 // routerQueue is an EnginePolicy's router queue, modelled on kvselect's service (core/queue.go,
 // Dynamo's router-queue semantics) for one policy class without priorities, and configured by
 // the same engine.Config fields the service reads (router_queue_threshold, router_queue_policy):

@@ -122,3 +122,59 @@ func TestRouterQueueRejectsPolicyClasses(t *testing.T) {
 		t.Fatal("NewEnginePolicy accepted router policy classes the simulator does not model")
 	}
 }
+
+// scriptedHolder sends request 0 to worker 0, holds the others, and on every Release calls
+// admit with each pair of release in turn (once).
+type scriptedHolder struct {
+	release [][2]int
+	done    bool
+}
+
+func (*scriptedHolder) Name() string { return "scripted" }
+func (*scriptedHolder) Pick(_ *View, id int, _ *Request) int {
+	if id == 0 {
+		return 0
+	}
+	return Held
+}
+func (*scriptedHolder) PrefillDone(int) {}
+func (*scriptedHolder) Done(int)        {}
+func (h *scriptedHolder) Release(_ *View, admit func(id, worker int)) {
+	if !h.done {
+		h.done = true
+		for _, r := range h.release {
+			admit(r[0], r[1])
+		}
+	}
+}
+
+func TestHolderContract(t *testing.T) {
+	reqs := []Request{uncachedRequest(0, 1, 1), uncachedRequest(1, 2, 1), uncachedRequest(2, 3, 1)}
+	cfg := Config{Workers: 1, CapacityBlocks: 10}
+	for _, tc := range []struct {
+		name     string
+		release  [][2]int
+		rejected int
+		fails    bool
+	}{
+		{"released", [][2]int{{1, 0}, {2, 0}}, 0, false},
+		{"held to the end", nil, 2, false},
+		{"refused", [][2]int{{1, -1}}, 2, false},
+		{"released twice", [][2]int{{1, 0}, {1, 0}}, 0, true},
+		{"not held", [][2]int{{0, 0}}, 0, true},
+		{"no such worker", [][2]int{{1, 3}}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(cfg, reqs, &scriptedHolder{release: tc.release}, nil)
+			if tc.fails {
+				if err == nil {
+					t.Fatal("a broken Holder did not fail the run")
+				}
+				return
+			}
+			if err != nil || res.Rejected != tc.rejected {
+				t.Fatalf("rejected %d (err %v), want %d", res.Rejected, err, tc.rejected)
+			}
+		})
+	}
+}

@@ -147,6 +147,7 @@ type simulation struct {
 	q       eventQueue
 	seq     int
 	now     float64
+	err     error // the first contract violation of a Holder (see release)
 }
 
 // PrefillMS is the prefill time of t uncached tokens (Dynamo mocker polynomial).
@@ -224,6 +225,9 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			s.release(holder, view)
 		}
 	}
+	if s.err != nil {
+		return Result{}, s.err
+	}
 	res.MakespanS = s.now / 1000
 	if totalTok > 0 {
 		res.HitRate = hitTok / totalTok
@@ -260,7 +264,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 // Request states of a request that was not admitted (reqState.worker).
 const (
 	rejected = -1
-	held     = -2
+	held     = Held
 )
 
 // admit sends request id to worker w's prefill queue.
@@ -280,16 +284,31 @@ func (s *simulation) admit(id, w int) {
 	s.startPrefill(w)
 }
 
-// release lets a Holder dispatch the requests it parked.
+// release lets a Holder dispatch the requests it parked. A worker of −1 leaves the request
+// unadmitted (it counts as rejected); admitting a request that is not held, or to a worker
+// that does not exist, is a broken Holder and fails the run.
 func (s *simulation) release(h Holder, v *View) {
 	if h == nil {
 		return
 	}
 	h.Release(v, func(id, w int) {
-		if st := &s.state[id]; st.worker == held && w >= 0 && w < len(s.workers) {
+		switch {
+		case id < 0 || id >= len(s.state) || s.state[id].worker != held:
+			s.fail(fmt.Errorf("sim: %s released request %d, which it does not hold", s.pol.Name(), id))
+		case w == rejected:
+			s.state[id].worker = rejected
+		case w < 0 || w >= len(s.workers):
+			s.fail(fmt.Errorf("sim: %s released request %d to worker %d of %d", s.pol.Name(), id, w, len(s.workers)))
+		default:
 			s.admit(id, w)
 		}
 	})
+}
+
+func (s *simulation) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
 }
 
 func (s *simulation) push(at float64, kind, id int) {

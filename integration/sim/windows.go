@@ -5,14 +5,14 @@ import (
 	"math"
 )
 
+// Windows splits reqs into consecutive windows of n requests, dropping a last window shorter
+// than n.
+//
 // A whole-trace replay's TTFT tail under overload is often set by one burst: at eight times the
 // Azure code trace's rate, every request above its p99 arrived within the same second, so the
-// p99 of two policies can swap with a slight change in how that burst is packed. Replaying
-// consecutive windows of the trace separately gives one tail per window and shows whether an
-// ordering holds across bursts or only for one of them.
-
-// Windows splits reqs into consecutive windows of n requests, dropping a last window shorter
-// than n. Each window is a copy whose arrivals are shifted to start at 0 (block ids are shared
+// p99 of two policies can swap with a slight change in how that burst is packed. Replaying the
+// windows separately (CompareWindows) gives one tail per window and shows whether an ordering
+// holds across bursts or only for one of them. Each window is a copy whose arrivals are shifted to start at 0 (block ids are shared
 // with reqs, which must not change while the windows are in use).
 func Windows(reqs []Request, n int) [][]Request {
 	if n < 1 {
@@ -35,11 +35,13 @@ func Windows(reqs []Request, n int) [][]Request {
 // the same windows. Ratios are geometric means over the windows of policy ÷ baseline (below 1 is
 // better); a window where both are 0 counts as 1.
 type WindowSummary struct {
-	Policy    string  `json:"policy"`
-	Baseline  string  `json:"baseline"`
-	Windows   int     `json:"windows"`
-	Requests  int     `json:"requests"` // per window
-	HitRate   float64 `json:"hit_rate"` // token-weighted over all windows
+	Policy   string `json:"policy"`
+	Baseline string `json:"baseline"`
+	Windows  int    `json:"windows"`
+	Requests int    `json:"requests"` // per window
+	// HitRate is the windows' hit rates weighted by their prompt tokens (a window's rate covers
+	// its admitted requests only, as Result.HitRate does).
+	HitRate   float64 `json:"hit_rate"`
 	P50Ratio  float64 `json:"ttft_p50_ratio"`
 	P99Ratio  float64 `json:"ttft_p99_ratio"`
 	MeanRatio float64 `json:"ttft_mean_ratio"`
