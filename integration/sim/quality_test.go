@@ -9,7 +9,7 @@ import (
 
 // traceDir is ../shared/traces relative to the repository root (CI lays shared/ beside the
 // clone).
-func tracePath(t *testing.T, name string) string {
+func tracePath(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join("..", "..", "..", "shared", "traces", name)
 	if _, err := os.Stat(p); err != nil {
