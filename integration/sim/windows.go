@@ -6,14 +6,14 @@ import (
 )
 
 // Windows splits reqs into consecutive windows of n requests, dropping a last window shorter
-// than n.
+// than n. Each window is a copy whose arrivals are shifted to start at 0 (block ids are shared
+// with reqs, which must not change while the windows are in use).
 //
 // A whole-trace replay's TTFT tail under overload is often set by one burst: at eight times the
 // Azure code trace's rate, every request above its p99 arrived within the same second, so the
 // p99 of two policies can swap with a slight change in how that burst is packed. Replaying the
 // windows separately (CompareWindows) gives one tail per window and shows whether an ordering
-// holds across bursts or only for one of them. Each window is a copy whose arrivals are shifted to start at 0 (block ids are shared
-// with reqs, which must not change while the windows are in use).
+// holds across bursts or only for one of them.
 func Windows(reqs []Request, n int) [][]Request {
 	if n < 1 {
 		return nil
