@@ -153,7 +153,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 			// The partition is empty, or the worker is alone in it: it may change the partition's
 			// shape. Blocks indexed under another block size are meaningless then.
 			if p.blockSize != w.blockSize() || p.isEagle != eagle {
-				p.resetIndex(!e.cfg.UseKVEvents)
+				p.resetIndex(!e.cfg.UseKVEvents, e.cfg.PredictedTTL != nil)
 			}
 			p.blockSize, p.isEagle = w.blockSize(), eagle
 		case p.blockSize != w.blockSize():
@@ -180,7 +180,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 		p = e.parts[w.key]
 	}
 	if p == nil {
-		p = newPartition(w.key, w.blockSize(), deref(spec.IsEagle, false), !e.cfg.UseKVEvents)
+		p = newPartition(w.key, w.blockSize(), deref(spec.IsEagle, false), !e.cfg.UseKVEvents, e.cfg.PredictedTTL != nil)
 		e.parts[w.key] = p
 		e.adoptRecovered(p)
 	}
@@ -235,6 +235,9 @@ func (e *Engine) detach(old, next *worker) {
 			p.index.ClearOwner(o)
 			if p.approx != nil {
 				p.approx.dropOwner(o)
+			}
+			if p.predicted != nil {
+				p.predicted.dropOwner(o)
 			}
 		}
 		if !keepLoad {

@@ -44,10 +44,10 @@ type Config struct {
 	QueuePolicy                string        // fcfs, lcfs, wspt
 	PolicyConfig               string        // YAML path (policy classes); enables queueing
 	EventThreads               int
-	ActiveRequestExpiry        time.Duration // expiry guard for bookings (300 s)
-	DecodeBusyThreshold        *float64      // conditional_disagg_decode_busy_threshold
-	PrefillBusyThreshold       *float64      // conditional_disagg_prefill_busy_threshold
-	PredictedTTL               *time.Duration
+	ActiveRequestExpiry        time.Duration  // expiry guard for bookings (300 s)
+	DecodeBusyThreshold        *float64       // conditional_disagg_decode_busy_threshold
+	PrefillBusyThreshold       *float64       // conditional_disagg_prefill_busy_threshold
+	PredictedTTL               *time.Duration // router_predicted_ttl_secs: side index of bookings (predicted.go)
 	MinInitialWorkers          int
 	SessionAffinityTTL         time.Duration // 0 = off
 	SelectionCacheTTL          time.Duration // pending selections (120 s)

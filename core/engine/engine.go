@@ -166,6 +166,9 @@ func (e *Engine) Sweep(now time.Time) int {
 		if p.approx != nil {
 			p.approx.expire(p.index, now.UnixNano())
 		}
+		if p.predicted != nil {
+			p.predicted.expire(now.UnixNano())
+		}
 		p.sweepSessions(now.UnixNano(), e.cfg.SessionAffinityTTL)
 	}
 	e.pending.expire(now)

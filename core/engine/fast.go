@@ -80,6 +80,9 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	f.ov = ov
 	if len(n.block) > 0 {
 		p.index.MatchSlots(n.block, &e.scratch.match, p.slotTable(), ov)
+		if p.predicted != nil {
+			p.predicted.mergeSlots(p, n.block, ov)
+		}
 	}
 	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
 	f.booked = booked

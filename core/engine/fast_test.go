@@ -403,6 +403,11 @@ func differentialConfigs() map[string]func(*Config) {
 			c.SessionAffinityTTL = time.Minute
 		},
 		"approximate": func(c *Config) { c.UseKVEvents = false },
+		"predicted":   func(c *Config) { c.PredictedTTL = ptr(30 * time.Second) },
+		"kvselect_predicted": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.PredictedTTL = ptr(30 * time.Second)
+		},
 		"busy_flags":  func(c *Config) { c.DecodeBusyThreshold, c.PrefillBusyThreshold = ptr(0.01), ptr(0.01) },
 		"temperature": func(c *Config) { c.Temperature = 0.3 }, // never fast: checks the fallback
 	}

@@ -33,8 +33,11 @@ func (e *Engine) kvHint(sel *selection, id string) *KVHint {
 		return nil
 	}
 	ext := best.w
+	// The event index alone knows the source's engine hashes: a device overlap raised by the
+	// predicted side index (predicted.go) has none for its predicted blocks, and a hint no
+	// longer than the target's own prefix is pointless.
 	hashes := sel.p.index.ExternalPrefix(best.Owner, sel.norm.block, int(best.DeviceBlocks), nil)
-	if len(hashes) == 0 {
+	if len(hashes) == 0 || len(hashes) <= int(own) {
 		return nil
 	}
 	return &KVHint{

@@ -156,8 +156,7 @@ func (e *Engine) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
 		res.Workers = append(res.Workers, row(c.owner(), 0, 0, 0))
 	}
 	if len(n.block) > 0 {
-		p.index.Match(n.block, &e.scratch.match)
-		for _, m := range e.scratch.match.Owners {
+		for _, m := range p.matches(n.block, &e.scratch.match) {
 			r := row(m.Owner, m.Device, m.HostExt, m.DiskExt+m.ExternalExt)
 			if i, ok := seen[m.Owner]; ok {
 				res.Workers[i] = r

@@ -68,21 +68,19 @@ type partition struct {
 	// booked prefixes by ordinal only while the tracker still has that version.
 	ordVersion uint64
 	ordOK      bool
-	// radixSlot[r] is the candidate index of index owner rank r, or -1 (radix.MatchSlots). It is
-	// valid while index is radixFor at version radixVer and cands are unchanged; rebuild and
-	// resetIndex drop it (radixFor = nil), and an index replaced elsewhere (recovery) fails the
-	// pointer check. The pointer only ever retains an index the partition just dropped until the
-	// next selection, and those are empty (recovery installs only into empty indexes).
-	radixSlot []int32
-	radixFor  *radix.Index
-	radixVer  uint64
+	// slots maps index owner ranks to candidates for radix.MatchSlots (slotCache).
+	slots slotCache
+	// predicted is router_predicted_ttl_secs' side index of bookings; nil when not configured.
+	predicted *predictedIndex
 	// rankNames[r-rankBase] is strconv of global rank r for the candidates' ranks (rebuilt with
 	// cands; empty when their span is too sparse to tabulate): response keys without allocating.
 	rankNames []string
 	rankBase  uint32
 }
 
-func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool) *partition {
+// newPartition creates an empty partition. approximate: bookings feed the index (events off);
+// predicted: bookings also feed a side index for predictedTTL (events on).
+func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bool, predicted bool) *partition {
 	p := &partition{
 		key:       key,
 		blockSize: blockSize,
@@ -94,6 +92,9 @@ func newPartition(key PartitionKey, blockSize uint32, eagle bool, approximate bo
 	}
 	if approximate {
 		p.approx = newApproxTTL()
+	}
+	if predicted {
+		p.predicted = newPredictedIndex()
 	}
 	return p
 }
@@ -120,7 +121,10 @@ func (p *partition) rebuild() {
 		p.owners = append(p.owners, c.owner())
 	}
 	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
-	p.radixFor = nil
+	p.slots.reset()
+	if p.predicted != nil {
+		p.predicted.slots.reset()
+	}
 	p.rankNames, p.rankBase = p.rankNames[:0], 0
 	if n := len(p.cands); n > 0 {
 		lo, hi := p.cands[0].rank, p.cands[0].rank
@@ -144,24 +148,38 @@ func (p *partition) rankName(r uint32) string {
 	return strconv.FormatUint(uint64(r), 10)
 }
 
-// slotTable returns radixSlot, rebuilt first when the index or its owner set changed. Cost
-// O(index owners · log candidates) when rebuilt, O(1) otherwise.
-func (p *partition) slotTable() []int32 {
-	ix := p.index
-	if p.radixFor == ix && p.radixVer == ix.Version() {
-		return p.radixSlot
+// slotTable returns the index's slot table (slotCache.table).
+func (p *partition) slotTable() []int32 { return p.slots.table(p.index, p.owners) }
+
+// slotCache holds slot[r], the candidate index of index owner rank r or -1 (radix.MatchSlots).
+// It is valid while the index is ix at version ver and the candidates are unchanged; rebuild
+// and resetIndex drop it (reset), and an index replaced elsewhere (recovery) fails the pointer
+// check. The pointer only ever retains an index the partition just dropped until the next
+// selection, and those are empty (recovery installs only into empty indexes).
+type slotCache struct {
+	slot []int32
+	ix   *radix.Index
+	ver  uint64
+}
+
+func (c *slotCache) reset() { c.ix = nil }
+
+// table returns the slot table of ix for owners (sorted), rebuilt first when the index or its
+// owner set changed. Cost O(index owners · log candidates) when rebuilt, O(1) otherwise.
+func (c *slotCache) table(ix *radix.Index, owners []Owner) []int32 {
+	if c.ix == ix && c.ver == ix.Version() {
+		return c.slot
 	}
-	n := ix.Owners()
-	slot := p.radixSlot[:0]
-	for r := range n {
+	slot := c.slot[:0]
+	for r := range ix.Owners() {
 		o, _ := ix.OwnerAt(r)
-		i, ok := slices.BinarySearchFunc(p.owners, o, Owner.Compare)
+		i, ok := slices.BinarySearchFunc(owners, o, Owner.Compare)
 		if !ok {
 			i = -1
 		}
 		slot = append(slot, int32(i))
 	}
-	p.radixSlot, p.radixFor, p.radixVer = slot, ix, ix.Version()
+	c.slot, c.ix, c.ver = slot, ix, ix.Version()
 	return slot
 }
 
@@ -196,13 +214,17 @@ func (p *partition) schedulableRank(o Owner) (*worker, bool) {
 	return w, true
 }
 
-// resetIndex replaces the prefix index with an empty one (the partition's shape changed).
-func (p *partition) resetIndex(approximate bool) {
+// resetIndex replaces the prefix index (and the predicted side index) with empty ones (the
+// partition's shape changed).
+func (p *partition) resetIndex(approximate, predicted bool) {
 	p.index = radix.New()
-	p.radixFor = nil
-	p.approx = nil
+	p.slots.reset()
+	p.approx, p.predicted = nil, nil
 	if approximate {
 		p.approx = newApproxTTL()
+	}
+	if predicted {
+		p.predicted = newPredictedIndex()
 	}
 }
 

@@ -148,8 +148,7 @@ func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
 	if len(n.block) == 0 {
 		return 0
 	}
-	p.index.Match(n.block, &e.scratch.match)
-	for _, m := range e.scratch.match.Owners {
+	for _, m := range p.matches(n.block, &e.scratch.match) {
 		if m.Owner == o {
 			s := scored{Candidate: Candidate{DeviceBlocks: m.Device, HostExtBlocks: m.HostExt, DiskExtBlocks: m.DiskExt + m.ExternalExt}}
 			return cachedTokens(&s, uint64(p.blockSize), e.weightsFor(nil))
@@ -159,7 +158,7 @@ func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
 }
 
 // book admits a request on rank o: load accounting, the reservation row, the approximate index
-// (when bookings feed it) and the replicated admission event.
+// or the predicted side index (when bookings feed one) and the replicated admission event.
 func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill uint64, track bool, expOut *uint32, now time.Time) error {
 	err := p.tracker.Add(load.Booking{
 		ID: id, Owner: loadOwner(o), Hashes: n.seq, PrefillTokens: prefill,
@@ -176,6 +175,10 @@ func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill ui
 	e.resv[id] = &reservation{key: p.key, owner: o}
 	if p.approx != nil && len(n.block) > 0 {
 		p.approx.record(p.index, o, n.block, now.UnixNano()+int64(e.cfg.TTL))
+	}
+	if p.predicted != nil && len(n.block) > 0 {
+		p.predicted.expire(now.UnixNano()) // keeps the side index within its TTL between sweeps
+		p.predicted.record(o, n.block, now.UnixNano()+int64(*e.cfg.PredictedTTL))
 	}
 	e.emit(ReplicaEvent{
 		Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: o, Kind: LifecycleAdd,

@@ -213,6 +213,9 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 	f.ov = ov
 	if len(n.block) > 0 {
 		p.index.MatchSlots(n.block, &s.match, p.slotTable(), ov)
+		if p.predicted != nil {
+			p.predicted.mergeSlots(p, n.block, ov)
+		}
 	}
 	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
 	f.booked = booked
@@ -264,9 +267,8 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 		cs[i] = scored{Candidate: Candidate{Owner: Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
 	}
 	if len(n.block) > 0 {
-		p.index.Match(n.block, &s.match)
 		j := 0
-		for _, m := range s.match.Owners {
+		for _, m := range p.matches(n.block, &s.match) {
 			for j < len(cs) && cs[j].Owner.Compare(m.Owner) < 0 {
 				j++
 			}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"github.com/kvselect/kvselect/core/engine/radix"
+)
+
+// predictedIndex is the side index router_predicted_ttl_secs enables (Dynamo's predict-on-route
+// side indexer): with KV events on, every local booking also records its prompt's blocks on the
+// chosen rank for the TTL, so the requests that follow see the prefix there before the engine's
+// KV events for it arrive (they come only once the prefill is done). The event-fed index stays
+// authoritative; at every overlap query the side index's device overlap is merged in by
+// per-rank maximum (lower-tier extensions are the event index's, unchanged).
+//
+// It is fed only by this replica's bookings (never by peers' mirrored ones, nor by KV events)
+// and forgets a rank when its worker leaves; it is not dumped or recovered.
+//
+// Invariants: index holds exactly the (owner, block) pairs ttl still tracks; the scratch fields
+// are used within one call and hold nothing between calls.
+type predictedIndex struct {
+	index *radix.Index
+	ttl   *approxTTL
+	slots slotCache
+
+	ov     []radix.Counts // merge scratch: the side index's counts per candidate
+	match  radix.Match
+	merged []radix.OwnerMatch
+}
+
+// matches runs the event index's Match for blocks into m and returns its per-owner matches,
+// with the predicted side index merged in when there is one (see mergeOwners for validity).
+func (p *partition) matches(blocks []uint64, m *radix.Match) []radix.OwnerMatch {
+	p.index.Match(blocks, m)
+	if p.predicted == nil {
+		return m.Owners
+	}
+	return p.predicted.mergeOwners(blocks, m.Owners)
+}
+
+func newPredictedIndex() *predictedIndex {
+	return &predictedIndex{index: radix.New(), ttl: newApproxTTL()}
+}
+
+// record stores blocks (public block hashes) on o until deadline (Unix ns).
+func (s *predictedIndex) record(o Owner, blocks []uint64, deadline int64) {
+	s.ttl.record(s.index, o, blocks, deadline)
+}
+
+// expire drops every recording whose deadline is at or before now (Unix ns).
+func (s *predictedIndex) expire(now int64) { s.ttl.expire(s.index, now) }
+
+// dropOwner forgets rank o (its worker left or changed shape).
+func (s *predictedIndex) dropOwner(o Owner) {
+	s.index.ClearOwner(o)
+	s.ttl.dropOwner(o)
+}
+
+// mergeSlots raises ov[i]'s device count to the side index's for every candidate i, where ov
+// was filled by the event index's MatchSlots for the same blocks and owners are p's candidates.
+func (s *predictedIndex) mergeSlots(p *partition, blocks []uint64, ov []radix.Counts) {
+	if s.index.Owners() == 0 {
+		return
+	}
+	side := resize(s.ov, len(ov))
+	clear(side)
+	s.ov = side
+	s.index.MatchSlots(blocks, &s.match, s.slots.table(s.index, p.owners), side)
+	for i := range ov {
+		ov[i][radix.TierDevice] = max(ov[i][radix.TierDevice], side[i][radix.TierDevice])
+	}
+}
+
+// mergeOwners returns the event index's per-owner matches (sorted by owner) with the side
+// index's device overlap merged in by maximum; an owner only the side index matches appears
+// with its device count alone. The result is sorted by owner and valid until the next call.
+func (s *predictedIndex) mergeOwners(blocks []uint64, primary []radix.OwnerMatch) []radix.OwnerMatch {
+	if s.index.Owners() == 0 {
+		return primary
+	}
+	s.index.Match(blocks, &s.match)
+	side := s.match.Owners
+	out := s.merged[:0]
+	i, j := 0, 0
+	for i < len(primary) || j < len(side) {
+		switch {
+		case j == len(side) || (i < len(primary) && primary[i].Owner.Compare(side[j].Owner) < 0):
+			out = append(out, primary[i])
+			i++
+		case i == len(primary) || side[j].Owner.Compare(primary[i].Owner) < 0:
+			out = append(out, radix.OwnerMatch{Owner: side[j].Owner, Device: side[j].Device})
+			j++
+		default:
+			m := primary[i]
+			m.Device = max(m.Device, side[j].Device)
+			out = append(out, m)
+			i, j = i+1, j+1
+		}
+	}
+	s.merged = out
+	return out
+}
