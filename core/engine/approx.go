@@ -12,12 +12,15 @@ import (
 // "external" hash, so the same block under different prefixes stays distinct.
 //
 // Invariants: deadline holds the latest expiry of every recorded (owner, external) pair; queue
-// holds expiries in non-decreasing order (the TTL is constant, callers pass increasing deadlines)
-// and may contain superseded items, which expire() recognises by comparing with deadline.
+// holds expiries in non-decreasing order and may contain superseded items, which expire()
+// recognises by comparing with deadline. record clamps a deadline to the last one queued, so
+// a caller's clock that steps back (its times carry no monotonic reading) keeps the order and
+// never shortens an entry's life; it lengthens the entries recorded meanwhile by the step.
 type approxTTL struct {
 	deadline map[approxKey]int64
 	queue    []approxItem
 	head     int
+	last     int64               // the latest deadline queued
 	chain    []radix.StoredBlock // scratch
 }
 
@@ -35,6 +38,8 @@ func newApproxTTL() *approxTTL { return &approxTTL{deadline: make(map[approxKey]
 
 // record stores the prompt's blocks for o and (re)sets their deadline.
 func (a *approxTTL) record(ix *radix.Index, o Owner, blocks []uint64, deadline int64) {
+	deadline = max(deadline, a.last)
+	a.last = deadline
 	a.chain = a.chain[:0]
 	var prev uint64
 	for i, b := range blocks {

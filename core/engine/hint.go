@@ -13,31 +13,42 @@ func (e *Engine) kvHint(sel *selection, id string) *KVHint {
 	if kind == "" {
 		return nil
 	}
+	// The target's own prefix counts predicted blocks (predicted.go: a booking is computing
+	// them); a source's counts only what KV events confirmed, since only those blocks have the
+	// engine hashes a fetch names.
 	own := sel.pick.DeviceBlocks
+	confirmed := func(s *scored) int32 { return s.DeviceBlocks }
+	if sel.p.predicted != nil {
+		ev := map[Owner]int32{}
+		sel.p.index.Match(sel.norm.block, &e.scratch.match)
+		for _, m := range e.scratch.match.Owners {
+			ev[m.Owner] = m.Device
+		}
+		confirmed = func(s *scored) int32 { return ev[s.Owner] }
+	}
 	var best *scored
+	var bestLen int32
 	for i := range sel.cands {
 		s := &sel.cands[i]
 		w := s.w
 		if w == target && s.Owner.Rank == sel.pick.Owner.Rank {
 			continue
 		}
-		if s.DeviceBlocks <= own || deref(w.spec.RouterHintWorkerType, "") != kind ||
+		n := confirmed(s)
+		if n <= own || deref(w.spec.RouterHintWorkerType, "") != kind ||
 			deref(w.spec.KVEventSourceMode, "") == "state_agent_v2" || w.hintSources[s.Owner.Rank] == "" {
 			continue
 		}
-		if best == nil || s.DeviceBlocks > best.DeviceBlocks {
-			best = s // candidates are sorted by (worker, rank): the first longest wins ties
+		if best == nil || n > bestLen {
+			best, bestLen = s, n // candidates are sorted by (worker, rank): the first longest wins ties
 		}
 	}
 	if best == nil {
 		return nil
 	}
 	ext := best.w
-	// The event index alone knows the source's engine hashes: a device overlap raised by the
-	// predicted side index (predicted.go) has none for its predicted blocks, and a hint no
-	// longer than the target's own prefix is pointless.
-	hashes := sel.p.index.ExternalPrefix(best.Owner, sel.norm.block, int(best.DeviceBlocks), nil)
-	if len(hashes) == 0 || len(hashes) <= int(own) {
+	hashes := sel.p.index.ExternalPrefix(best.Owner, sel.norm.block, int(bestLen), nil)
+	if len(hashes) == 0 {
 		return nil
 	}
 	return &KVHint{

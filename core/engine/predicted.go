@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
@@ -9,7 +11,8 @@ import (
 // chosen rank for the TTL, so the requests that follow see the prefix there before the engine's
 // KV events for it arrive (they come only once the prefill is done). The event-fed index stays
 // authoritative; at every overlap query the side index's device overlap is merged in by
-// per-rank maximum (lower-tier extensions are the event index's, unchanged).
+// per-rank maximum (absorb), and entries past their TTL are dropped at every selection, booking
+// and Sweep (queries that take no time, such as overlap_scores, see them until then).
 //
 // It is fed only by this replica's bookings (never by peers' mirrored ones, nor by KV events)
 // and forgets a rank when its worker leaves; it is not dumped or recovered.
@@ -48,6 +51,13 @@ func (s *predictedIndex) record(o Owner, blocks []uint64, deadline int64) {
 // expire drops every recording whose deadline is at or before now (Unix ns).
 func (s *predictedIndex) expire(now int64) { s.ttl.expire(s.index, now) }
 
+// expirePredicted drops p's predictions that are past their TTL at now (no-op without them).
+func (p *partition) expirePredicted(now time.Time) {
+	if p.predicted != nil {
+		p.predicted.expire(now.UnixNano())
+	}
+}
+
 // dropOwner forgets rank o (its worker left or changed shape).
 func (s *predictedIndex) dropOwner(o Owner) {
 	s.index.ClearOwner(o)
@@ -65,7 +75,24 @@ func (s *predictedIndex) mergeSlots(p *partition, blocks []uint64, ov []radix.Co
 	s.ov = side
 	s.index.MatchSlots(blocks, &s.match, s.slots.table(s.index, p.owners), side)
 	for i := range ov {
-		ov[i][radix.TierDevice] = max(ov[i][radix.TierDevice], side[i][radix.TierDevice])
+		absorb(&ov[i], side[i][radix.TierDevice])
+	}
+}
+
+// absorb raises c's device count to dev, a predicted device prefix. c holds a device count and
+// lower-tier extensions beyond it (host, then disk, then external), so the prefixes they cover
+// are cumulative; the extensions shrink by what the device prefix now covers, in tier order,
+// and no block is counted twice.
+func absorb(c *radix.Counts, dev int32) {
+	grow := dev - c[radix.TierDevice]
+	if grow <= 0 {
+		return
+	}
+	c[radix.TierDevice] = dev
+	for t := radix.TierDevice + 1; t < radix.NumTiers && grow > 0; t++ {
+		take := min(grow, c[t])
+		c[t] -= take
+		grow -= take
 	}
 }
 
@@ -90,7 +117,9 @@ func (s *predictedIndex) mergeOwners(blocks []uint64, primary []radix.OwnerMatch
 			j++
 		default:
 			m := primary[i]
-			m.Device = max(m.Device, side[j].Device)
+			c := radix.Counts{m.Device, m.HostExt, m.DiskExt, m.ExternalExt}
+			absorb(&c, side[j].Device)
+			m.Device, m.HostExt, m.DiskExt, m.ExternalExt = c[0], c[1], c[2], c[3]
 			out = append(out, m)
 			i, j = i+1, j+1
 		}

@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
 // TestPredictedTTL: with router_predicted_ttl_secs and KV events on, a booking's blocks count
@@ -84,5 +86,167 @@ func TestPredictedTTLOffRecordsNothing(t *testing.T) {
 	noErr(t, e.Free("a"))
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 0 {
 		t.Fatalf("a booking was indexed without router_predicted_ttl_secs: %v", ov)
+	}
+}
+
+func TestAbsorb(t *testing.T) {
+	for _, tc := range []struct {
+		in   radix.Counts
+		dev  int32
+		want radix.Counts
+	}{
+		{radix.Counts{2, 2, 1, 1}, 1, radix.Counts{2, 2, 1, 1}}, // shorter prediction: unchanged
+		{radix.Counts{2, 2, 1, 1}, 3, radix.Counts{3, 1, 1, 1}}, // eats into the host extension
+		{radix.Counts{2, 2, 1, 1}, 5, radix.Counts{5, 0, 0, 1}}, // host, then disk
+		{radix.Counts{2, 2, 1, 1}, 9, radix.Counts{9, 0, 0, 0}}, // beyond every tier
+		{radix.Counts{0, 0, 0, 3}, 2, radix.Counts{2, 0, 0, 1}}, // external only
+	} {
+		got := tc.in
+		absorb(&got, tc.dev)
+		if got != tc.want {
+			t.Errorf("absorb(%v, %d) = %v, want %v", tc.in, tc.dev, got, tc.want)
+		}
+		// Cumulative coverage is the larger of the two prefixes: nothing counted twice.
+		sum := func(c radix.Counts) int32 { return c[0] + c[1] + c[2] + c[3] }
+		if sum(got) != max(sum(tc.in), tc.dev) {
+			t.Errorf("absorb(%v, %d) covers %d blocks, want %d", tc.in, tc.dev, sum(got), max(sum(tc.in), tc.dev))
+		}
+	}
+}
+
+// TestPredictedTTLTiers: a prediction over a rank whose prefix is partly in a lower tier makes
+// the device prefix longer and the lower-tier extension shorter, on both the selection path and
+// overlap_scores: the four blocks are counted once.
+func TestPredictedTTLTiers(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PredictedTTL = ptr(10 * time.Second)
+	e := newEngine(t, &cfg)
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	prompt := toks(0, 16)
+	o1 := Owner{Worker: 1}
+	e.ApplyKVEvents(o1, []KVEvent{
+		storedEvent(o1, TierOf("device"), nil, prompt[:8], 4),
+		storedEvent(o1, TierOf("host_pinned"), prompt[:8], prompt[8:], 4),
+	})
+	row := func() OverlapRow {
+		t.Helper()
+		res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
+		noErr(t, err)
+		for _, r := range res.Workers {
+			if r.WorkerID == 1 {
+				return r
+			}
+		}
+		t.Fatal("no row for worker 1")
+		return OverlapRow{}
+	}
+	if r := row(); r.DeviceBlocks != 2 || r.HostPinnedExtensionBlocks != 2 {
+		t.Fatalf("before the booking: %+v", r)
+	}
+	_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
+		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}}, t0)
+	noErr(t, err)
+	noErr(t, e.Free("a"))
+	if r := row(); r.DeviceBlocks != 4 || r.HostPinnedExtensionBlocks != 0 || r.HostPinnedBlocks != 4 {
+		t.Fatalf("after the booking: %+v, want device 4 and no host extension", r)
+	}
+	// The selection path sees the same counts (the fast path and the general path share them).
+	resp, err := e.Select(&SelectRequest{Prompt: tokenPrompt(prompt)}, t0)
+	noErr(t, err)
+	if resp.WorkerID != 1 || resp.Overlap.GPU != 16 || resp.Overlap.CPU != 16 {
+		t.Fatalf("selected %d with overlap %+v, want worker 1 with 16 device tokens, 16 in all", resp.WorkerID, resp.Overlap)
+	}
+}
+
+// TestPredictedTTLExpiresAtSelection: a prediction past its TTL no longer counts at the next
+// selection, without waiting for a Sweep.
+func TestPredictedTTLExpiresAtSelection(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PredictedTTL = ptr(time.Second)
+	e := newEngine(t, &cfg)
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	prompt := toks(0, 16)
+	_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
+		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(2)), DPRank: ptr(uint32(0))}}, t0)
+	noErr(t, err)
+	noErr(t, e.Free("a"))
+	resp, err := e.Select(&SelectRequest{Prompt: tokenPrompt(prompt)}, t0.Add(time.Second-1))
+	noErr(t, err)
+	if resp.WorkerID != 2 || resp.Overlap.GPU != 16 {
+		t.Fatalf("within the TTL: worker %d overlap %+v, want 2 with 16 device tokens", resp.WorkerID, resp.Overlap)
+	}
+	resp, err = e.Select(&SelectRequest{Prompt: tokenPrompt(prompt)}, t0.Add(time.Second))
+	noErr(t, err)
+	if resp.Overlap.GPU != 0 {
+		t.Fatalf("after the TTL: worker %d still has overlap %+v", resp.WorkerID, resp.Overlap)
+	}
+}
+
+// TestPredictedTTLClockStepBack: a booking whose time is earlier than a previous one's (a
+// wall clock stepped back) neither shortens an entry nor gets stuck behind a later deadline:
+// deadlines are clamped to the latest queued, so the queue stays ordered.
+func TestPredictedTTLClockStepBack(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PredictedTTL = ptr(10 * time.Second)
+	e := newEngine(t, &cfg)
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	prompt := toks(0, 16)
+	book := func(id string, w uint64, at time.Time) {
+		t.Helper()
+		_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: tokenPrompt(prompt),
+			PinnedWorker: &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}}, at)
+		noErr(t, err)
+		noErr(t, e.Free(id))
+	}
+	book("late", 1, t0.Add(20*time.Second)) // deadline t0+30s
+	book("early", 1, t0)                    // t0+10s, clamped to t0+30s: not shortened
+	book("other", 2, t0)                    // t0+10s, clamped to t0+30s
+	e.Sweep(t0.Add(15 * time.Second))
+	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 4 {
+		t.Fatalf("after the step back: %v", ov)
+	}
+	e.Sweep(t0.Add(30 * time.Second))
+	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 0 || ov[Owner{Worker: 2}] != 0 {
+		t.Fatalf("past every deadline: %v", ov)
+	}
+}
+
+// TestPredictedTTLHintSource: a kv_hint's source is chosen by its event-confirmed prefix (only
+// those blocks have engine hashes to fetch), not by a device count raised by predictions.
+func TestPredictedTTLHintSource(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PredictedTTL = ptr(10 * time.Second)
+	e := newEngine(t, &cfg)
+	hinted := func(src string) func(*WorkerSpec) {
+		return func(s *WorkerSpec) {
+			s.RouterHintWorkerType = ptr("decode")
+			if src != "" {
+				s.RouterHintSourceControlEndpoints = map[string]string{"0": src}
+			}
+		}
+	}
+	mustUpsert(t, e, spec(1, hinted("")))              // target: nothing cached
+	mustUpsert(t, e, spec(2, hinted("tcp://w2:5600"))) // 1 block confirmed, 6 predicted
+	mustUpsert(t, e, spec(3, hinted("tcp://w3:5600"))) // 3 blocks confirmed
+	prompt := toks(0, 24)
+	store(t, e, Owner{Worker: 2}, prompt[:4])
+	store(t, e, Owner{Worker: 3}, prompt[:12])
+	pin := func(id string, w uint64) *SelectResponse {
+		t.Helper()
+		resp, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: tokenPrompt(prompt),
+			PinnedWorker: &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}}, t0)
+		noErr(t, err)
+		return resp
+	}
+	pin("predict", 2)
+	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 6 || ov[Owner{Worker: 3}] != 3 {
+		t.Fatalf("overlap %v, want worker 2: 6 (predicted), worker 3: 3", ov)
+	}
+	h := pin("target", 1).KVHint
+	if h == nil || h.Actions[0].Payload.SourceControlEndpoint != "tcp://w3:5600" || len(h.Actions[0].Payload.BlockHashes) != 3 {
+		t.Fatalf("hint %+v, want worker 3's three confirmed blocks", h)
 	}
 }

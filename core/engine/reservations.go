@@ -68,6 +68,7 @@ func (e *Engine) Reserve(req *ReservationRequest, now time.Time) (*ReservationRe
 	if err != nil {
 		return nil, err
 	}
+	p.expirePredicted(now)
 	o := Owner{Worker: *req.WorkerID, Rank: deref(req.DPRank, 0)}
 	w, ok := p.members[o.Worker]
 	if !ok || !w.schedulable() {
@@ -117,6 +118,7 @@ func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*Reservatio
 	if err != nil {
 		return nil, err // the entry stays: retryable
 	}
+	p.expirePredicted(now)
 	w, ok := p.schedulableRank(ps.owner)
 	if !ok {
 		return nil, notFound("schedulable worker %d (dp_rank %d) not found for %s", ps.owner.Worker, ps.owner.Rank, key)
@@ -177,7 +179,6 @@ func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill ui
 		p.approx.record(p.index, o, n.block, now.UnixNano()+int64(e.cfg.TTL))
 	}
 	if p.predicted != nil && len(n.block) > 0 {
-		p.predicted.expire(now.UnixNano()) // keeps the side index within its TTL between sweeps
 		p.predicted.record(o, n.block, now.UnixNano()+int64(*e.cfg.PredictedTTL))
 	}
 	e.emit(ReplicaEvent{

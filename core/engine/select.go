@@ -109,6 +109,7 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	if err != nil {
 		return nil, err
 	}
+	p.expirePredicted(now)
 	session, err := e.sessionKey(req)
 	if err != nil {
 		return nil, err
