@@ -7,16 +7,41 @@ import (
 	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
+// predictedEngine is an engine with router_predicted_ttl_secs = ttl (nil: unset) and two
+// single-rank workers, 1 and 2 (block size 4).
+func predictedEngine(t *testing.T, ttl *time.Duration) *Engine {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.PredictedTTL = ttl
+	e := newEngine(t, &cfg)
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	return e
+}
+
+// pinned books prompt on worker w as id at time at and returns the answer.
+func pinned(t *testing.T, e *Engine, id string, w uint64, prompt []uint32, at time.Time) *SelectResponse {
+	t.Helper()
+	resp, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: tokenPrompt(prompt),
+		PinnedWorker: &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}}, at)
+	noErr(t, err)
+	return resp
+}
+
+// bookedAndFreed books prompt on worker w as id at time at, then frees the booking: only a
+// prediction can remain.
+func bookedAndFreed(t *testing.T, e *Engine, id string, w uint64, prompt []uint32, at time.Time) {
+	t.Helper()
+	pinned(t, e, id, w, prompt, at)
+	noErr(t, e.Free(id))
+}
+
 // TestPredictedTTL: with router_predicted_ttl_secs and KV events on, a booking's blocks count
 // as cached on its rank until the TTL (also after the booking is freed), merged with the event
 // index by per-rank maximum; query-only selections and hash-only bookings record nothing;
 // entries expire via Sweep and go with their worker.
 func TestPredictedTTL(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.PredictedTTL = ptr(10 * time.Second)
-	e := newEngine(t, &cfg)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
+	e := predictedEngine(t, ptr(10*time.Second))
 	prompt := toks(0, 16) // 4 blocks
 	overlap := func(want1, want2 uint64) {
 		t.Helper()
@@ -31,10 +56,7 @@ func TestPredictedTTL(t *testing.T) {
 	noErr(t, err)
 	overlap(0, 0)
 	// A booking does, and outlives its free.
-	_, err = e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
-		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(2)), DPRank: ptr(uint32(0))}}, t0)
-	noErr(t, err)
-	noErr(t, e.Free("a"))
+	bookedAndFreed(t, e, "a", 2, prompt, t0)
 	overlap(0, 4)
 	// Selections see it: worker 2 has the prefix, loads are equal.
 	for range 8 {
@@ -63,9 +85,7 @@ func TestPredictedTTL(t *testing.T) {
 	overlap(2, 2)
 
 	// A worker that leaves takes its predictions with it.
-	_, err = e.SelectAndReserve(&SelectRequest{SelectionID: ptr("b"), Prompt: tokenPrompt(prompt),
-		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}}, t0.Add(20*time.Second))
-	noErr(t, err)
+	pinned(t, e, "b", 1, prompt, t0.Add(20*time.Second))
 	overlap(4, 2)
 	_, _ = e.DeleteWorker(1)
 	mustUpsert(t, e, spec(1))
@@ -76,14 +96,9 @@ func TestPredictedTTL(t *testing.T) {
 
 // TestPredictedTTLOffRecordsNothing: without the setting a freed booking leaves no trace.
 func TestPredictedTTLOffRecordsNothing(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
+	e := predictedEngine(t, nil)
 	prompt := toks(0, 16)
-	_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
-		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(2)), DPRank: ptr(uint32(0))}}, t0)
-	noErr(t, err)
-	noErr(t, e.Free("a"))
+	bookedAndFreed(t, e, "a", 2, prompt, t0)
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 0 {
 		t.Fatalf("a booking was indexed without router_predicted_ttl_secs: %v", ov)
 	}
@@ -118,11 +133,7 @@ func TestAbsorb(t *testing.T) {
 // the device prefix longer and the lower-tier extension shorter, on both the selection path and
 // overlap_scores: the four blocks are counted once.
 func TestPredictedTTLTiers(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.PredictedTTL = ptr(10 * time.Second)
-	e := newEngine(t, &cfg)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
+	e := predictedEngine(t, ptr(10*time.Second))
 	prompt := toks(0, 16)
 	o1 := Owner{Worker: 1}
 	e.ApplyKVEvents(o1, []KVEvent{
@@ -144,10 +155,7 @@ func TestPredictedTTLTiers(t *testing.T) {
 	if r := row(); r.DeviceBlocks != 2 || r.HostPinnedExtensionBlocks != 2 {
 		t.Fatalf("before the booking: %+v", r)
 	}
-	_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
-		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}}, t0)
-	noErr(t, err)
-	noErr(t, e.Free("a"))
+	bookedAndFreed(t, e, "a", 1, prompt, t0)
 	if r := row(); r.DeviceBlocks != 4 || r.HostPinnedExtensionBlocks != 0 || r.HostPinnedBlocks != 4 {
 		t.Fatalf("after the booking: %+v, want device 4 and no host extension", r)
 	}
@@ -162,16 +170,9 @@ func TestPredictedTTLTiers(t *testing.T) {
 // TestPredictedTTLExpiresAtSelection: a prediction past its TTL no longer counts at the next
 // selection, without waiting for a Sweep.
 func TestPredictedTTLExpiresAtSelection(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.PredictedTTL = ptr(time.Second)
-	e := newEngine(t, &cfg)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
+	e := predictedEngine(t, ptr(time.Second))
 	prompt := toks(0, 16)
-	_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr("a"), Prompt: tokenPrompt(prompt),
-		PinnedWorker: &PinnedWorker{WorkerID: ptr(uint64(2)), DPRank: ptr(uint32(0))}}, t0)
-	noErr(t, err)
-	noErr(t, e.Free("a"))
+	bookedAndFreed(t, e, "a", 2, prompt, t0)
 	resp, err := e.Select(&SelectRequest{Prompt: tokenPrompt(prompt)}, t0.Add(time.Second-1))
 	noErr(t, err)
 	if resp.WorkerID != 2 || resp.Overlap.GPU != 16 {
@@ -188,22 +189,11 @@ func TestPredictedTTLExpiresAtSelection(t *testing.T) {
 // wall clock stepped back) neither shortens an entry nor gets stuck behind a later deadline:
 // deadlines are clamped to the latest queued, so the queue stays ordered.
 func TestPredictedTTLClockStepBack(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.PredictedTTL = ptr(10 * time.Second)
-	e := newEngine(t, &cfg)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
+	e := predictedEngine(t, ptr(10*time.Second))
 	prompt := toks(0, 16)
-	book := func(id string, w uint64, at time.Time) {
-		t.Helper()
-		_, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: tokenPrompt(prompt),
-			PinnedWorker: &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}}, at)
-		noErr(t, err)
-		noErr(t, e.Free(id))
-	}
-	book("late", 1, t0.Add(20*time.Second)) // deadline t0+30s
-	book("early", 1, t0)                    // t0+10s, clamped to t0+30s: not shortened
-	book("other", 2, t0)                    // t0+10s, clamped to t0+30s
+	bookedAndFreed(t, e, "late", 1, prompt, t0.Add(20*time.Second)) // deadline t0+30s
+	bookedAndFreed(t, e, "early", 1, prompt, t0)                    // t0+10s, clamped to t0+30s: not shortened
+	bookedAndFreed(t, e, "other", 2, prompt, t0)                    // t0+10s, clamped to t0+30s
 	e.Sweep(t0.Add(15 * time.Second))
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 4 {
 		t.Fatalf("after the step back: %v", ov)
@@ -234,18 +224,11 @@ func TestPredictedTTLHintSource(t *testing.T) {
 	prompt := toks(0, 24)
 	store(t, e, Owner{Worker: 2}, prompt[:4])
 	store(t, e, Owner{Worker: 3}, prompt[:12])
-	pin := func(id string, w uint64) *SelectResponse {
-		t.Helper()
-		resp, err := e.SelectAndReserve(&SelectRequest{SelectionID: ptr(id), Prompt: tokenPrompt(prompt),
-			PinnedWorker: &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}}, t0)
-		noErr(t, err)
-		return resp
-	}
-	pin("predict", 2)
+	pinned(t, e, "predict", 2, prompt, t0)
 	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 6 || ov[Owner{Worker: 3}] != 3 {
 		t.Fatalf("overlap %v, want worker 2: 6 (predicted), worker 3: 3", ov)
 	}
-	h := pin("target", 1).KVHint
+	h := pinned(t, e, "target", 1, prompt, t0).KVHint
 	if h == nil || h.Actions[0].Payload.SourceControlEndpoint != "tcp://w3:5600" || len(h.Actions[0].Payload.BlockHashes) != 3 {
 		t.Fatalf("hint %+v, want worker 3's three confirmed blocks", h)
 	}
