@@ -302,15 +302,8 @@ func (d *decoder) number() (lit []byte, integer bool, err error) {
 	integer = true
 	if i < len(b) && b[i] == '.' {
 		integer = false
-		i++
-		if i >= len(b) {
-			return nil, false, d.eof()
-		}
-		if b[i] < '0' || b[i] > '9' {
-			return nil, false, d.syntaxErr(i, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
+		if i, err = d.digits(i + 1); err != nil {
+			return nil, false, err
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -319,18 +312,28 @@ func (d *decoder) number() (lit []byte, integer bool, err error) {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) {
-			return nil, false, d.eof()
-		}
-		if b[i] < '0' || b[i] > '9' {
-			return nil, false, d.syntaxErr(i, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
+		if i, err = d.digits(i); err != nil {
+			return nil, false, err
 		}
 	}
 	d.pos = i
 	return b[start:i], integer, nil
+}
+
+// digits scans the one or more digits a fraction or an exponent needs at d.buf[i:] and returns
+// the index after them.
+func (d *decoder) digits(i int) (int, error) {
+	b := d.buf
+	if i >= len(b) {
+		return i, d.eof()
+	}
+	if b[i] < '0' || b[i] > '9' {
+		return i, d.syntaxErr(i, "invalid number")
+	}
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i, nil
 }
 
 // literal consumes the literal word (true, false or null) at d.pos.

@@ -28,13 +28,9 @@ func (d *decoder) uintVal(max uint64, want string) (uint64, error) {
 		return 0, d.typeErr(want)
 	}
 	start := d.pos
-	lit, integer, err := d.number()
+	lit, err := d.integer(want)
 	if err != nil {
 		return 0, err
-	}
-	if !integer {
-		d.pos = start
-		return 0, d.typeErr(want)
 	}
 	var v uint64
 	for _, ch := range lit {
@@ -47,6 +43,21 @@ func (d *decoder) uintVal(max uint64, want string) (uint64, error) {
 		v = lo
 	}
 	return v, nil
+}
+
+// integer scans a number that must be a plain integer literal (no fraction or exponent, else a
+// type error naming want, with d.pos left at the number) and returns the literal.
+func (d *decoder) integer(want string) ([]byte, error) {
+	start := d.pos
+	lit, integer, err := d.number()
+	if err != nil {
+		return nil, err
+	}
+	if !integer {
+		d.pos = start
+		return nil, d.typeErr(want)
+	}
+	return lit, nil
 }
 
 // u64 reads a u64.
@@ -66,13 +77,9 @@ func (d *decoder) i64() (int64, error) {
 		return 0, d.typeErr("i64")
 	}
 	start := d.pos
-	lit, integer, err := d.number()
+	lit, err := d.integer("i64")
 	if err != nil {
 		return 0, err
-	}
-	if !integer {
-		d.pos = start
-		return 0, d.typeErr("i64")
 	}
 	digits, limit := lit, uint64(math.MaxInt64)
 	if lit[0] == '-' {
