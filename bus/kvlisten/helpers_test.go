@@ -157,6 +157,15 @@ func (p *testPub) reopenPub() {
 	p.openPub(addr)
 }
 
+// restart closes p and starts a new incarnation (sequence 0, empty replay buffer) on the same
+// PUB and replay addresses.
+func (p *testPub) restart() *testPub {
+	p.t.Helper()
+	addrs := p.addrs()
+	p.close()
+	return newTestPub(p.t, addrs)
+}
+
 func (p *testPub) addrs() pubOpts {
 	o := pubOpts{pubAddr: strings.TrimPrefix(p.pubEP, "tcp://"), shape: p.shape}
 	if p.replayEP != "" {

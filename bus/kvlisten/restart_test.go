@@ -57,9 +57,7 @@ func TestRestartRule1WithReplayFromZero(t *testing.T) {
 		p.publish(fmt.Sprintf("a%d", i))
 	}
 	poll.True(t, wait, "20 batches", func() bool { return h.count() == 20 })
-	addrs := p.addrs()
-	p.close()
-	q := newTestPub(t, addrs)
+	q := p.restart()
 	for i := 0; i < 3; i++ {
 		q.drop(fmt.Sprintf("b%d", i)) // sent before we reconnected
 	}
@@ -112,9 +110,7 @@ func TestRestartRule3Probe(t *testing.T) {
 			p.publish(fmt.Sprintf("a%d", i))
 		}
 		poll.True(t, wait, "10 batches", func() bool { return h.count() == 10 })
-		addrs := p.addrs()
-		p.close()
-		q := newTestPub(t, addrs)
+		q := p.restart()
 		for i := 0; i < 10; i++ {
 			q.drop(fmt.Sprintf("b%d", i))
 		}
