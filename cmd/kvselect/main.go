@@ -179,6 +179,9 @@ func run(args []string, stderr io.Writer) error {
 	if err := recoverIndex(ctx, o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
 		return err
 	}
+	// A signal that ended recovery came before this replica was ever ready: nobody routes to it,
+	// so there is nothing to drain.
+	signalledEarly := ctx.Err() != nil
 	svc.OpenGate()
 	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
 		return fmt.Errorf("snapshot serving: %w", err)
@@ -193,7 +196,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	signal.Stop(sigc)
 	grace := o.shutdownGrace
-	if sig == syscall.SIGINT {
+	if sig == syscall.SIGINT || signalledEarly {
 		grace = 0
 	}
 	log.Info("shutting down", "signal", sig.String())
