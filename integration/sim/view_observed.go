@@ -18,6 +18,10 @@ package sim
 //	vllm:kv_cache_usage_perc      KVCacheUsage      pinned blocks ÷ capacity (vLLM counts
 //	                                                cached but unreferenced blocks as free)
 //
+// Today's model stores a prompt's new blocks when its prefill ends, so KVCacheUsage misses the
+// blocks of the prefill running now (vLLM allocates them when it schedules the request) and
+// counts no decode-time growth; a step-level model should count both.
+//
 // vllm:kv_cache_usage_perc is vLLM v1's name; v0 exported vllm:gpu_cache_usage_perc with the same
 // meaning (the fraction of KV blocks in use, 0–1).
 
