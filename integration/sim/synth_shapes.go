@@ -6,9 +6,9 @@ import (
 	"math/rand/v2"
 )
 
-// synthMaxBlocks bounds a synthetic trace's expected total of prompt blocks (about 400 MB of
+// synthMaxBlocks bounds a synthetic trace's expected total of prompt blocks (about 160 MB of
 // block ids).
-const synthMaxBlocks = 50_000_000
+const synthMaxBlocks = 20_000_000
 
 // synthGen draws one synthetic trace. Block ids come from one counter starting at 1, so an id
 // names exactly one prefix, as Mooncake's hash_ids do: equal id at equal position ⇒ reusable KV.
