@@ -7,9 +7,9 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// Baseline policies. They consult only the simulator's View (in-flight counts and the workers'
-// true cache contents), so cache-aware baselines here are oracles: they see exactly what is
-// cached, with no event lag.
+// Baseline policies. They consult only the View: the router's own in-flight and pending-prefill
+// bookkeeping and the cache contents the delivered KV events show (late by the configured
+// delay), as a deployed router would.
 
 type randomPolicy struct{ rng *rand.Rand }
 
@@ -88,7 +88,8 @@ func (prefixHash) Done(int)        {}
 
 type maxOverlap struct{}
 
-// NewMaxOverlap picks the worker with the longest cached prefix (ties: least loaded). It has no
+// NewMaxOverlap picks the worker with the longest cached prefix per the KV events (ties: least
+// loaded). It has no
 // balance guard, which is its known failure on traces with a universal first block.
 func NewMaxOverlap() Policy { return maxOverlap{} }
 

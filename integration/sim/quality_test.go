@@ -7,18 +7,26 @@ import (
 	"testing"
 )
 
-// traceDir is ../shared/traces relative to the repository root (CI lays shared/ beside the
-// clone).
+// tracePath finds a shared trace: $KVSELECT_TRACES, else shared/traces beside the repository
+// (CI lays shared/ beside the clone) or beside the directory holding it (a git worktree).
 func tracePath(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "traces", name)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("trace %s missing in CI: %v", p, err)
-		}
-		t.Skipf("trace %s not available: %v", p, err)
+	dirs := []string{filepath.Join("..", "..", "..", "shared", "traces"), filepath.Join("..", "..", "..", "..", "shared", "traces")}
+	if d := os.Getenv("KVSELECT_TRACES"); d != "" {
+		dirs = append([]string{d}, dirs...)
 	}
-	return p
+	var err error
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if _, err = os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("trace %s missing in CI: %v", name, err)
+	}
+	t.Skipf("trace %s not available: %v", name, err)
+	return ""
 }
 
 // qualityGate is the routing-quality contract the default policy must keep on a CI-size slice
