@@ -47,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	policies := fs.String("policies", strings.Join(sim.PolicyNames, ","), "comma-separated policies")
 	seed := fs.Uint64("seed", 42, "random seed")
 	asJSON := fs.Bool("json", false, "print one JSON object per policy instead of a table")
+	asMD := fs.Bool("markdown", false, "print a markdown table with kvselect's ratios to the best other policy")
 	windows := fs.Int("windows", 0, "replay consecutive windows of N requests separately and compare each policy with --baseline")
 	baseline := fs.String("baseline", "least-loaded", "the policy --windows compares against")
 	if err := fs.Parse(args); err != nil {
@@ -83,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: spec.Name,
 		KVEventDelayMS: float64(*delay) / float64(time.Millisecond)}
 	if *windows > 0 {
-		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, stdout)
+		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, *asMD, stdout)
 	}
 	var results []sim.Result
 	for _, name := range splitList(*policies) {
@@ -95,10 +96,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if *asJSON {
 			b, _ := json.Marshal(res)
 			fmt.Fprintln(stdout, string(b))
-		} else {
+		} else if !*asMD {
 			fmt.Fprintf(stderr, "%s: %d requests in %v\n", res.Policy, res.Requests, time.Since(start).Round(time.Millisecond))
 		}
 		results = append(results, res)
+	}
+	if *asMD && !*asJSON {
+		printMarkdown(stdout, results)
+		return nil
 	}
 	if !*asJSON {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -118,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 // runWindows prints, for each policy, how it compares with baseline over the windows.
-func runWindows(cfg sim.Config, windows [][]sim.Request, policies []string, baseline string, asJSON bool, stdout io.Writer) error {
+func runWindows(cfg sim.Config, windows [][]sim.Request, policies []string, baseline string, asJSON, asMD bool, stdout io.Writer) error {
 	sums, err := sim.CompareWindows(cfg, windows, policies, baseline)
 	if err != nil {
 		return err
@@ -128,6 +133,10 @@ func runWindows(cfg sim.Config, windows [][]sim.Request, policies []string, base
 			b, _ := json.Marshal(s)
 			fmt.Fprintln(stdout, string(b))
 		}
+		return nil
+	}
+	if asMD {
+		printWindowsMarkdown(stdout, sums)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

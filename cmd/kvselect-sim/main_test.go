@@ -113,3 +113,21 @@ func TestModels(t *testing.T) {
 		t.Fatalf("three models gave the same TTFT p50: %v", seen)
 	}
 }
+
+func TestMarkdownOutput(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"--trace", trace(t), "--requests", "300", "--speedup", "2", "--policies", "round-robin,kvselect,least-loaded", "--markdown"}
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"| policy | hit rate |", "| round-robin |", "| kvselect |", "kvselect ÷ best other: mean ×", "kvselect ÷ best baseline (not kvselect-*): mean ×"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("markdown output lacks %q:\n%s", want, s)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"--trace", trace(t), "--requests", "200", "--windows", "100", "--policies", "kvselect", "--markdown"}, &out, &errb); err != nil || !strings.Contains(out.String(), "| kvselect |") {
+		t.Fatalf("windows markdown: %v\n%s", err, out.String())
+	}
+}
