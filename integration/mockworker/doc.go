@@ -23,22 +23,24 @@
 //
 // # Timing model
 //
-// Times are in model milliseconds, the time a real engine would take. With T the prompt's
-// uncached tokens (prompt tokens minus cached-prefix blocks × block size) the prefill takes
+// Times are in model milliseconds, the time a real engine would take, from the engine model
+// shared with kvselect's simulator (package integration/fleet), preset Config.Model. With T the
+// prompt's uncached tokens (prompt tokens minus cached-prefix blocks × block size):
 //
-//	prefill_ms(T) = 4.209989e-07·T² + 1.518344e-02·T + 16.50142
+//   - preset "legacy" (the default, the Dynamo mocker's polynomials):
+//     prefill_ms(T) = 4.209989e-07·T² + 1.518344e-02·T + 16.50142 and each of the max_tokens
+//     decode steps takes itl_ms(u) = max(1, −25.74·u² + 54.01·u + 5.74), u being the rank's
+//     pinned fraction of its cache when decoding starts (fleet.LegacyPrefillMS, LegacyITLMS);
+//   - presets "h100-8b" and "h100x8-70b": the fleet step model of that preset — the prefill
+//     is the sum of the chunked steps a lone prefill of T tokens after the cached ones takes
+//     under max_num_batched_tokens (fleet.StepModel.PrefillMS), and decode step i costs
+//     StepModel.DecodeStepMS(prompt + i). The mock worker serves each rank's prefills one at
+//     a time and does not batch them with decodes; the simulator runs the full scheduler.
 //
-// and each of the max_tokens decode steps takes
-//
-//	itl_ms(u) = max(1, −25.74·u² + 54.01·u + 5.74)
-//
-// with u the rank's pinned fraction of its cache when decoding starts. Both are the Dynamo
-// mocker's legacy polynomials, taken from package integration/sim (sim.PrefillMS, sim.ITLMS)
-// so that the simulator and the mock worker agree. A request's prefill starts at
-// max(arrival, end of the rank's previous prefill); TTFT is arrival → prefill end, and
-// E2E = TTFT + max_tokens × itl_ms(u). The cache is consulted at arrival, so two concurrent
-// requests for the same new prefix both compute it (as two vLLM requests scheduled in the
-// same step would).
+// A request's prefill starts at max(arrival, end of the rank's previous prefill); TTFT is
+// arrival → prefill end, and E2E = TTFT + decode. The cache is consulted at arrival, so two
+// concurrent requests for the same new prefix both compute it (as two vLLM requests scheduled
+// in the same step would).
 //
 // Model time runs Config.Speedup times faster than the Clock: a model duration d is slept as
 // d / Speedup. The reported ttft_ms and e2e_ms are model milliseconds computed from the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/integration/sim"
+	"github.com/kvselect/kvselect/integration/fleet"
 	"github.com/kvselect/kvselect/internal/poll"
 )
 
@@ -36,13 +36,13 @@ func TestTimingFormulas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ttft := sim.PrefillMS(len(c.prompt) - c.cached)
+			ttft := fleet.LegacyPrefillMS(len(c.prompt) - c.cached)
 			if r.CachedTokens != c.cached || !near(r.TTFTMS, ttft) || r.QueueMS != 0 {
 				t.Fatalf("got %+v, want cached %d ttft %.4f", r, c.cached, ttft)
 			}
 			// While decoding, the request pins ceil-free full blocks of its prompt.
 			u := float64(len(c.prompt)/bs) / 1000
-			if e2e := ttft + float64(c.maxTokens)*sim.ITLMS(u); !near(r.E2EMS, e2e) {
+			if e2e := ttft + float64(c.maxTokens)*fleet.LegacyITLMS(u); !near(r.E2EMS, e2e) {
 				t.Fatalf("e2e %.4f, want %.4f", r.E2EMS, e2e)
 			}
 		})
@@ -80,7 +80,7 @@ func TestPrefillQueueing(t *testing.T) {
 			t.Fatal(o.err)
 		}
 	}
-	pa, pb := sim.PrefillMS(300), sim.PrefillMS(100)
+	pa, pb := fleet.LegacyPrefillMS(300), fleet.LegacyPrefillMS(100)
 	if !near(ra.r.TTFTMS, pa) || ra.r.QueueMS != 0 {
 		t.Fatalf("first: %+v, want ttft %.4f", ra.r, pa)
 	}
@@ -103,7 +103,7 @@ func TestSpeedupScalesSleeps(t *testing.T) {
 		done <- r
 	}()
 	poll.True(t, 5*time.Second, "request sleeping", func() bool { return clk.Waiters() == 1 })
-	p := sim.PrefillMS(1000)
+	p := fleet.LegacyPrefillMS(1000)
 	wall := time.Duration(p / 10 * float64(time.Millisecond))
 	clk.Advance(wall - time.Microsecond)
 	if clk.Waiters() != 1 {
@@ -162,5 +162,37 @@ func TestServeRejectsBadRequests(t *testing.T) {
 	_ = w.Close()
 	if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(1, 3)}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestPresetTiming: with a realistic preset the worker charges the fleet step model's times:
+// a lone chunked prefill of the uncached tokens after the cached ones, and decode steps whose
+// context grows by a token each.
+func TestPresetTiming(t *testing.T) {
+	const bs = 16
+	w := newWorker(t, Config{BlockSize: bs, NumGPUBlocks: 1000, Model: fleet.PresetH100_8B, Clock: NewInstantClock(epoch0)})
+	spec, _ := fleet.Preset(fleet.PresetH100_8B)
+	p := tokens(1, 20000) // longer than one 8192-token chunk
+	cold, err := w.Serve(context.Background(), Request{PromptTokenIDs: p[:10000], MaxTokens: intp(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := spec.Step.PrefillMS(0, 10000, spec.MaxNumBatchedTokens); !near(cold.TTFTMS, want) {
+		t.Fatalf("cold ttft %.4f, want %.4f", cold.TTFTMS, want)
+	}
+	decode := spec.Step.DecodeStepMS(10000) + spec.Step.DecodeStepMS(10001) + spec.Step.DecodeStepMS(10002)
+	if !near(cold.E2EMS-cold.TTFTMS, decode) {
+		t.Fatalf("decode %.4f, want %.4f", cold.E2EMS-cold.TTFTMS, decode)
+	}
+	warm, err := w.Serve(context.Background(), Request{PromptTokenIDs: p, MaxTokens: intp(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := 10000 / bs * bs
+	if want := spec.Step.PrefillMS(cached, len(p)-cached, spec.MaxNumBatchedTokens); warm.CachedTokens != cached || !near(warm.TTFTMS, want) {
+		t.Fatalf("warm %+v, want cached %d ttft %.4f", warm, cached, want)
+	}
+	if _, err := New(Config{Model: "tpu-9000"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("unknown model: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/integration/fleet"
 	"github.com/kvselect/kvselect/integration/prefixcache"
-	"github.com/kvselect/kvselect/integration/sim"
 )
 
 // Request is one completion request: a tokenised prompt and a decode length.
@@ -39,6 +39,7 @@ type Result struct {
 // Create it with New and release it with Close. All methods are safe for concurrent use.
 type Worker struct {
 	cfg   Config
+	spec  fleet.Spec // the timing preset (cfg.Model)
 	log   *slog.Logger
 	epoch time.Time // clock reading at New: model time 0
 	ranks []*rank
@@ -54,7 +55,8 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger.With("component", "mockworker"), epoch: cfg.Clock.Now()}
+	spec, _ := fleet.Preset(cfg.Model) // validated
+	w := &Worker{cfg: cfg, spec: spec, log: cfg.Logger.With("component", "mockworker"), epoch: cfg.Clock.Now()}
 	for i := range cfg.DPSize {
 		g := int32(cfg.DPStartRank + i)
 		pc := publisherConfig{
@@ -180,7 +182,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	r.cache.Pin(hashes[:hit])
 	cached := hit * bs
 	start := max(arrive, r.prefillFree)
-	end := start + sim.PrefillMS(len(tokens)-cached)
+	end := start + w.prefillMS(cached, len(tokens)-cached)
 	r.prefillFree = end
 	r.active++
 	r.requests++
@@ -215,7 +217,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	r.mu.Unlock()
 
 	// Decode: max_tokens steps at the utilisation seen now; then release the blocks.
-	decode := float64(maxTokens) * sim.ITLMS(u)
+	decode := w.decodeMS(len(tokens), maxTokens, u)
 	err = w.sleepModel(ctx, decode)
 	finish()
 	if err != nil {
@@ -226,6 +228,27 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 		TTFTMS: ttft, CachedTokens: cached, E2EMS: ttft + decode, QueueMS: start - arrive,
 		PromptTokens: len(tokens), DPRank: int(r.global),
 	}, nil
+}
+
+// prefillMS is the model time of a prefill of n uncached tokens after cached ones: the legacy
+// polynomial of n, or the preset's step model over the chunks a lone prefill takes under
+// max_num_batched_tokens.
+func (w *Worker) prefillMS(cached, n int) float64 {
+	if w.spec.Legacy {
+		return fleet.LegacyPrefillMS(n)
+	}
+	return w.spec.Step.PrefillMS(cached, n, w.spec.MaxNumBatchedTokens)
+}
+
+// decodeMS is the model time of maxTokens decode steps after a prompt of prompt tokens, at
+// cache utilisation u: maxTokens × the legacy ITL of u, or the preset's decode steps with the
+// context growing by one token per step.
+func (w *Worker) decodeMS(prompt, maxTokens int, u float64) float64 {
+	if w.spec.Legacy {
+		return float64(maxTokens) * fleet.LegacyITLMS(u)
+	}
+	m, n := w.spec.Step, float64(maxTokens)
+	return n*m.DecodeStepMS(prompt) + m.PerKVToken*n*(n-1)/2
 }
 
 // CachedBlocks returns how many leading full blocks of tokens are cached on global DP rank
