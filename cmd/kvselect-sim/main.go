@@ -50,14 +50,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	asMD := fs.Bool("markdown", false, "print a markdown table with kvselect's ratios to the best other policy")
 	windows := fs.Int("windows", 0, "replay consecutive windows of N requests separately and compare each policy with --baseline")
 	baseline := fs.String("baseline", "least-loaded", "the policy --windows compares against")
+	scrape := fs.Duration("scrape-interval", 0, "how often the router scrapes worker metrics (running, waiting, KV usage) for policies that read them; 0 reads them live")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *trace == "" {
 		return fmt.Errorf("--trace is required")
 	}
-	if *delay < 0 {
-		return fmt.Errorf("--kv-event-delay must not be negative")
+	if *delay < 0 || *scrape < 0 {
+		return fmt.Errorf("--kv-event-delay and --scrape-interval must not be negative")
 	}
 	if *capacity < 0 {
 		return fmt.Errorf("--capacity-blocks must not be negative")
@@ -82,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		*capacity = spec.NumBlocks(sim.TraceBlockTokens)
 	}
 	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: spec.Name,
-		KVEventDelayMS: float64(*delay) / float64(time.Millisecond)}
+		KVEventDelayMS: float64(*delay) / float64(time.Millisecond), ScrapeIntervalMS: float64(*scrape) / float64(time.Millisecond)}
 	if *windows > 0 {
 		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, *asMD, stdout)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/kvselect/kvselect/integration/fleet"
@@ -79,3 +80,39 @@ func (p *infoProbe) Pick(v *View, _ int, _ *Request) int {
 }
 func (p *infoProbe) PrefillDone(int) {}
 func (p *infoProbe) Done(int)        {}
+
+// scrapeProbe records the scraped running count of worker 0 at each arrival.
+type scrapeProbe struct{ seen []int }
+
+func (p *scrapeProbe) Name() string { return "scrape" }
+func (p *scrapeProbe) Pick(v *View, _ int, _ *Request) int {
+	p.seen = append(p.seen, v.sim.scraped(0).Running)
+	return 0
+}
+func (p *scrapeProbe) PrefillDone(int) {}
+func (p *scrapeProbe) Done(int)        {}
+
+// TestScrapedMetricsLag: with a scrape interval the router sees the engine's counts as of the
+// last scrape, not as they are.
+func TestScrapedMetricsLag(t *testing.T) {
+	long := func(at float64, id uint64) Request {
+		return Request{ArrivalMS: at, Input: 2 * TraceBlockTokens, Output: 2000, Blocks: []uint64{id, id + 1}}
+	}
+	reqs := []Request{long(0, 10), long(10, 20), long(1500, 30)}
+	for _, tc := range []struct {
+		interval float64
+		want     []int
+	}{
+		{0, []int{0, 1, 2}},      // live: each arrival sees the ones before it running
+		{1000, []int{0, 0, 2}},   // scraped at 0 and 1000 ms
+		{100000, []int{0, 0, 0}}, // only the scrape at 0
+	} {
+		p := &scrapeProbe{}
+		if _, err := Run(Config{Workers: 1, CapacityBlocks: 100, ScrapeIntervalMS: tc.interval}, reqs, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.seen, tc.want) {
+			t.Fatalf("interval %v: running seen %v, want %v", tc.interval, p.seen, tc.want)
+		}
+	}
+}

@@ -26,6 +26,10 @@ type Config struct {
 	// KVEventDelayMS delays every KV event between the worker that emits it and the policy
 	// (and the selection engine) that learns it; 0 delivers at once.
 	KVEventDelayMS float64
+	// ScrapeIntervalMS is how often the router scrapes each worker's metrics (running and
+	// waiting requests, KV usage; see scraped): a policy reads the last scrape. 0 reads the
+	// engines' current values.
+	ScrapeIntervalMS float64
 }
 
 // spec resolves the preset and the per-worker capacity.
@@ -112,6 +116,7 @@ type simWorker struct {
 	pendingTokens int
 	admitted      int
 	observed      map[uint64]struct{} // blocks cached here per the delivered KV events
+	metrics       fleet.Stats         // the last scrape (Config.ScrapeIntervalMS > 0)
 }
 
 type reqState struct {
@@ -165,8 +170,8 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	if cfg.Speedup <= 0 {
 		cfg.Speedup = 1
 	}
-	if cfg.KVEventDelayMS < 0 || math.IsNaN(cfg.KVEventDelayMS) {
-		return Result{}, fmt.Errorf("sim: KV event delay must not be negative")
+	if cfg.KVEventDelayMS < 0 || math.IsNaN(cfg.KVEventDelayMS) || cfg.ScrapeIntervalMS < 0 || math.IsNaN(cfg.ScrapeIntervalMS) {
+		return Result{}, fmt.Errorf("sim: KV event delay and scrape interval must not be negative")
 	}
 	if sink == nil {
 		sink, _ = pol.(EventSink)
@@ -188,6 +193,10 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	sort.SliceStable(order, func(a, b int) bool { return reqs[order[a]].ArrivalMS < reqs[order[b]].ArrivalMS })
 
 	next := 0
+	nextScrape := math.Inf(1)
+	if cfg.ScrapeIntervalMS > 0 {
+		nextScrape = 0
+	}
 	for {
 		tw, w := math.Inf(1), -1
 		for i, wk := range s.workers {
@@ -202,6 +211,14 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		ta := math.Inf(1)
 		if next < len(order) {
 			ta = reqs[order[next]].ArrivalMS / cfg.Speedup
+		}
+		if nextScrape <= min(tw, td, ta) && !math.IsInf(min(tw, td, ta), 1) {
+			s.now = nextScrape
+			for _, wk := range s.workers {
+				wk.metrics = wk.eng.Stats()
+			}
+			nextScrape += cfg.ScrapeIntervalMS
+			continue
 		}
 		switch {
 		case w >= 0 && tw <= td && tw <= ta:
@@ -225,6 +242,16 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			return s.result(capacity)
 		}
 	}
+}
+
+// scraped is worker w's metrics as the router last scraped them (what vLLM's /metrics
+// exposes: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc):
+// the engine's current values when Config.ScrapeIntervalMS is 0.
+func (s *simulation) scraped(w int) fleet.Stats {
+	if s.cfg.ScrapeIntervalMS > 0 {
+		return s.workers[w].metrics
+	}
+	return s.workers[w].eng.Stats()
 }
 
 // arrive asks the policy where request id goes.
