@@ -8,12 +8,15 @@ import (
 )
 
 // probe routes everything to worker 0 and records, at each arrival, how many blocks of the
-// request the View reports cached on worker 0.
-type probe struct{ seen []int }
+// request the KV events delivered so far show cached on worker 0.
+type probe struct {
+	kvEventIndex
+	seen []int
+}
 
 func (p *probe) Name() string { return "probe" }
-func (p *probe) Pick(v *View, _ int, r *Request) int {
-	p.seen = append(p.seen, v.CachedPrefix(0, r))
+func (p *probe) Pick(_ *View, _ int, r *Request) int {
+	p.seen = append(p.seen, p.Prefix(0, r.Blocks))
 	return 0
 }
 func (p *probe) PrefillDone(int) {}

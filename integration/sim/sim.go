@@ -111,21 +111,16 @@ type EventSink interface {
 type simWorker struct {
 	eng      fleet.Worker
 	inflight int
-	// pendingTokens: prompt tokens routed here, not yet at first token, minus the prefix
-	// the observed index showed cached when each was routed.
-	pendingTokens int
-	admitted      int
-	observed      map[uint64]struct{} // blocks cached here per the delivered KV events
-	metrics       fleet.Stats         // the last scrape (Config.ScrapeIntervalMS > 0)
+	admitted int
+	metrics  fleet.Stats // the last scrape (Config.ScrapeIntervalMS > 0)
 }
 
 type reqState struct {
-	worker    int
-	arrival   float64
-	ttft      float64
-	estTokens int
-	queued    bool
-	first     bool // first token seen
+	worker  int
+	arrival float64
+	ttft    float64
+	queued  bool
+	first   bool // first token seen
 }
 
 // delivery is a KV event in flight to the router side.
@@ -181,7 +176,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	s.holder, _ = pol.(Holder)
 	s.view = &View{sim: s}
 	for range cfg.Workers {
-		s.workers = append(s.workers, &simWorker{eng: fleet.New(sp, TraceBlockTokens, capacity), observed: make(map[uint64]struct{})})
+		s.workers = append(s.workers, &simWorker{eng: fleet.New(sp, TraceBlockTokens, capacity)})
 	}
 	s.freqs = make([]fleet.Request, len(reqs))
 	order := make([]int, len(reqs))
@@ -276,14 +271,11 @@ const (
 
 // admit sends request id to worker w.
 func (s *simulation) admit(id, w int) {
-	r := &s.reqs[id]
 	st := &s.state[id]
 	st.worker = w
 	wk := s.workers[w]
 	wk.inflight++
 	wk.admitted++
-	st.estTokens = max(0, r.Input-s.view.CachedPrefix(w, r)*TraceBlockTokens)
-	wk.pendingTokens += st.estTokens
 	s.handle(w, wk.eng.Submit(s.now, &s.freqs[id], nil))
 }
 
@@ -313,7 +305,6 @@ func (s *simulation) handle(w int, evs []fleet.Event) {
 		case fleet.FirstToken:
 			st := &s.state[ev.Req]
 			st.ttft, st.first = s.now-st.arrival, true
-			wk.pendingTokens -= st.estTokens
 			s.pol.PrefillDone(ev.Req)
 			s.release()
 		case fleet.Finished:
@@ -324,7 +315,6 @@ func (s *simulation) handle(w int, evs []fleet.Event) {
 			st := &s.state[ev.Req]
 			st.worker = rejected
 			wk.inflight--
-			wk.pendingTokens -= st.estTokens
 			s.pol.Done(ev.Req)
 			s.release()
 		case fleet.Preempted:
@@ -335,20 +325,11 @@ func (s *simulation) handle(w int, evs []fleet.Event) {
 
 // apply delivers one KV event of worker w to the router side.
 func (s *simulation) apply(w int, ev *fleet.Event) {
-	obs := s.workers[w].observed
-	if ev.Kind == fleet.Stored {
-		for _, b := range ev.Blocks {
-			obs[b] = struct{}{}
-		}
-		if s.sink != nil {
-			s.sink.Stored(w, ev.Parent, ev.HasParent, ev.Blocks)
-		}
-		return
-	}
-	for _, b := range ev.Blocks {
-		delete(obs, b)
-	}
-	if s.sink != nil {
+	switch {
+	case s.sink == nil:
+	case ev.Kind == fleet.Stored:
+		s.sink.Stored(w, ev.Parent, ev.HasParent, ev.Blocks)
+	default:
 		s.sink.Removed(w, ev.Blocks)
 	}
 }

@@ -1,8 +1,9 @@
 package sim
 
 // View is what a policy may consult: what a deployment's router knows. That is its own
-// bookkeeping (what it routed where, what has not reached its first token), the fields each
-// worker registers, and the KV events delivered so far (Config.KVEventDelayMS late). It never
+// routing count, the fields each worker registers, and the workers' scraped metrics
+// (view_observed.go); KV events reach a policy that is an EventSink, Config.KVEventDelayMS
+// late, and a cache-aware policy keeps its own index of them (kvEventIndex). The View never
 // exposes the simulated engines' true caches, queues or timing.
 type View struct {
 	sim *simulation
@@ -27,21 +28,3 @@ func (v *View) Worker(int) WorkerInfo { return v.sim.info }
 
 // InFlight returns how many requests the router sent to w that have not finished.
 func (v *View) InFlight(w int) int { return v.sim.workers[w].inflight }
-
-// PendingPrefillTokens returns the prompt tokens the router sent to w that have not reached
-// their first token, less the prefix the delivered KV events showed cached on w when each was
-// routed: the router's own estimate of w's outstanding prefill work.
-func (v *View) PendingPrefillTokens(w int) int { return v.sim.workers[w].pendingTokens }
-
-// CachedPrefix returns how many leading blocks of r are cached on w according to the KV events
-// delivered so far (an event is Config.KVEventDelayMS late; a block evicted since is still
-// reported until its Removed event arrives).
-func (v *View) CachedPrefix(w int, r *Request) int {
-	obs := v.sim.workers[w].observed
-	for i, b := range r.Blocks {
-		if _, ok := obs[b]; !ok {
-			return i
-		}
-	}
-	return len(r.Blocks)
-}
