@@ -57,6 +57,9 @@ type options struct {
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
+	showVersion       bool          // --version: print the build and exit
+	shutdownGrace     time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
+	shutdownTimeout   time.Duration // SIGTERM: how long in-flight requests may take after that
 }
 
 // parseFlags parses args (without the program name).
@@ -106,6 +109,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version, Go version and VCS revision, then exit")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
