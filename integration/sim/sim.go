@@ -289,9 +289,13 @@ func (s *simulation) handle(w int, evs []fleet.Event) {
 			st := &s.state[ev.Req]
 			r := &s.reqs[ev.Req]
 			st.queued = st.queued || ev.Waited
+			// The request's own engine already committed the blocks it is about to compute
+			// (vLLM caches them when it schedules them), so its hit there is CachedTokens.
 			avail := ev.CachedTokens
 			for _, o := range s.workers {
-				avail = max(avail, o.eng.CachedPrefix(r.Blocks, r.Input))
+				if o != wk {
+					avail = max(avail, o.eng.CachedPrefix(r.Blocks, r.Input))
+				}
 			}
 			s.hitTok += float64(ev.CachedTokens)
 			s.availTok += float64(avail)
