@@ -14,6 +14,12 @@ import (
 // to on one cluster network.
 const DefaultKVEventDelayMS = 5
 
+// DefaultScrapeIntervalMS is the metrics scrape period kvselect-sim uses unless told
+// otherwise: the Gateway API inference extension's endpoint picker (llm-d's EPP) refreshes
+// each model server's /metrics every 50 ms by default (DefaultRefreshMetricsInterval,
+// --refresh-metrics-interval), so a metrics-reading router decides on gauges up to 50 ms old.
+const DefaultScrapeIntervalMS = 50
+
 // Config describes one simulation run.
 type Config struct {
 	Workers int // number of workers (≥ 1)
