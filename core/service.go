@@ -130,7 +130,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
-	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring})
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Queueing: pol.queueing})
 	if err != nil {
 		return nil, err
 	}
