@@ -429,6 +429,9 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 	if err := bus.ValidateReplicaID(id); err != nil {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("invalid peer endpoint %q: %v", id, err)}
 	}
+	if err := ValidatePeerEndpoint(id); err != nil {
+		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
+	}
 	if id == s.cfg.ReplicaID {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("%q is this replica's own id", id)}
 	}
@@ -439,6 +442,9 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 func (s *Service) DeregisterPeer(id string) error {
 	if s.repl == nil {
 		return ErrReplicaSyncDisabled
+	}
+	if err := ValidatePeerEndpoint(id); err != nil {
+		return &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
 	}
 	if !s.repl.RemovePeer(id) {
 		return errPeerNotFound

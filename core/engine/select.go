@@ -84,8 +84,11 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 	if err != nil {
 		return nil, err
 	}
-	resp := e.response(sel, &id)
 	o := sel.pick.Owner
+	if err := e.checkDispatch(sel.p, sel.session, o, now); err != nil {
+		return nil, err
+	}
+	resp := e.response(sel, &id)
 	prefill := uint64(0)
 	if sel.w.trackPrefill {
 		prefill = resp.EffectivePrefillTokens
