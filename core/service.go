@@ -432,7 +432,7 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 	if err := ValidatePeerEndpoint(id); err != nil {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
 	}
-	if id == s.cfg.ReplicaID {
+	if self, ok := s.repl.(interface{ IsSelf(string) bool }); id == s.cfg.ReplicaID || ok && self.IsSelf(id) {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("%q is this replica's own id", id)}
 	}
 	return s.repl.AddPeer(id), nil
