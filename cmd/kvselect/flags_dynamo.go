@@ -48,6 +48,9 @@ func (o *options) checkDynamoRules(fs *flag.FlagSet) error {
 		}
 	}
 	if err := engine.ParseSessionAffinityMode(o.sessionAffinityMode); err != nil {
+		if !set["session-affinity-mode"] {
+			return fmt.Errorf("DYN_ROUTER_SESSION_AFFINITY_MODE: %w", err)
+		}
 		return fmt.Errorf("--session-affinity-mode: %w", err)
 	}
 	return nil

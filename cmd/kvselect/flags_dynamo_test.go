@@ -65,6 +65,10 @@ func TestSessionAffinityModeFlagAndEnv(t *testing.T) {
 	if got := mode(); got != engine.SessionAffinityHard {
 		t.Fatalf("default mode %q, want hard", got)
 	}
+	t.Setenv("DYN_ROUTER_SESSION_AFFINITY_MODE", "sticky")
+	if _, err := parseFlags(nil, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "DYN_ROUTER_SESSION_AFFINITY_MODE: invalid session affinity mode") {
+		t.Fatalf("bad env mode: %v", err)
+	}
 	t.Setenv("DYN_ROUTER_SESSION_AFFINITY_MODE", "soft")
 	if got := mode(); got != engine.SessionAffinitySoft {
 		t.Fatalf("env mode %q, want soft", got)
