@@ -64,15 +64,17 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 			oi := ownerOf(k)
 			ev := DumpEvent{Owner: ix.own.list[oi].o}
 			blk = blk[:0]
-			var anc uint32
-			anc, gaps = ix.heldAncestor(n.parent, oi, gaps[:0])
-			if anc != 0 {
-				ev.Parent, ev.HasParent = ix.ents.ext[ix.nodes[anc].off+uint32(ix.findEntry(&ix.nodes[anc], oi))], true
+			if n.parent != 0 {
+				var at uint32
+				at, ev.HasParent, gaps = ix.heldAncestor(n.parent, oi, gaps[:0])
+				if ev.HasParent {
+					ev.Parent = ix.ents.ext[at]
+				}
+				for g := len(gaps) - 1; g >= 0; g-- {
+					blk = append(blk, StoredBlock{External: ph.take(ix, oi), Local: ix.nodes[gaps[g]].local})
+				}
+				ev.Bridge = len(gaps)
 			}
-			for g := len(gaps) - 1; g >= 0; g-- {
-				blk = append(blk, StoredBlock{External: ph.take(ix, oi), Local: ix.nodes[gaps[g]].local})
-			}
-			ev.Bridge = len(gaps)
 			keys[j] |= markBit
 			blk = append(blk, StoredBlock{External: ix.ents.ext[n.off+uint32(j)], Local: n.local})
 			blk = ix.extendRun(id, k, start, kids, blk)
@@ -92,17 +94,18 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 }
 
 // heldAncestor walks up from node id (inclusive) to the nearest node where owner index oi has
-// an entry, appending the nodes passed without one (bottom-up) to gaps. It returns 0 when the
-// owner holds no ancestor (the chain hangs from the root).
-func (ix *Index) heldAncestor(id, oi uint32, gaps []uint32) (uint32, []uint32) {
+// an entry, appending the nodes passed without one (bottom-up) to gaps. It returns that entry's
+// slot in ix.ents, or ok false when the owner holds no ancestor (the chain hangs from the root).
+func (ix *Index) heldAncestor(id, oi uint32, gaps []uint32) (slot uint32, ok bool, _ []uint32) {
 	for id != 0 {
-		if ix.findEntry(&ix.nodes[id], oi) >= 0 {
-			return id, gaps
+		n := &ix.nodes[id]
+		if pos := ix.findEntry(n, oi); pos >= 0 {
+			return n.off + uint32(pos), true, gaps
 		}
 		gaps = append(gaps, id)
-		id = ix.nodes[id].parent
+		id = n.parent
 	}
-	return 0, gaps
+	return 0, false, gaps
 }
 
 // placeholderSeed starts Dump's placeholder hash sequence (any constant: the hashes only need to
