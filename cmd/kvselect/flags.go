@@ -22,6 +22,7 @@ type options struct {
 	replicaSyncPort          int
 	replicaSyncPeers         string
 	sessionAffinityTTLSecs   float64
+	sessionAffinityMode      string
 	selectionCacheTTLSecs    float64
 	selectionCacheMaxEntries int
 	selectionCacheMaxBytes   int64
@@ -73,7 +74,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.indexerPeers, "indexer-peers", "", "comma-separated HTTP base URLs to recover the KV index from at startup (GET <url>/dump)")
 	fs.IntVar(&o.replicaSyncPort, "replica-sync-port", 0, "Dynamo compatibility: when set and --replica-id is not, the replica id becomes tcp://<host>:<port>")
 	fs.StringVar(&o.replicaSyncPeers, "replica-sync-peers", "", "comma-separated replica ids whose lifecycle events this replica applies")
-	fs.Float64Var(&o.sessionAffinityTTLSecs, "session-affinity-ttl-secs", 0, "session stickiness idle TTL in seconds (0 = off)")
+	fs.Func("session-affinity-ttl-secs", "session stickiness idle TTL, whole seconds in 1..31536000 (default: off)", func(v string) error {
+		secs, err := parseAffinityTTL(v)
+		o.sessionAffinityTTLSecs = float64(secs)
+		return err
+	})
+	fs.StringVar(&o.sessionAffinityMode, "session-affinity-mode", envOr("DYN_ROUTER_SESSION_AFFINITY_MODE", engine.SessionAffinityHard),
+		"hard (a booking may not move a live session off its bound worker) or soft (the session rebinds to where it ran); env DYN_ROUTER_SESSION_AFFINITY_MODE")
 	fs.Float64Var(&o.selectionCacheTTLSecs, "selection-cache-ttl-secs", 120, "lifetime of an unclaimed pending selection")
 	fs.IntVar(&o.selectionCacheMaxEntries, "selection-cache-max-entries", 4096, "maximum resident pending selections")
 	fs.Int64Var(&o.selectionCacheMaxBytes, "selection-cache-max-bytes", 256<<20, "approximate byte budget of pending selections")
@@ -131,11 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") {
 		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token, --nats-creds and --nats-tls-* apply to --nats-url; the embedded server has no authentication")
 	}
-	if o.port < 0 || o.port > 65535 {
-		return nil, fmt.Errorf("--port must be between 0 and 65535")
-	}
-	if o.replicaSyncPort < 0 || o.replicaSyncPort > 65535 {
-		return nil, fmt.Errorf("--replica-sync-port must be between 1 and 65535")
+	if err := o.checkDynamoRules(fs); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -162,6 +166,7 @@ func (o *options) applyFlags(c *engine.Config) {
 	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
 	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
 	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
+	c.SessionAffinityMode = o.sessionAffinityMode
 }
 
 // envOr returns the environment variable's value, or def when unset or empty.

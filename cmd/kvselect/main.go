@@ -76,11 +76,7 @@ func run(args []string, stderr io.Writer) error {
 	replicaID := o.replicaID
 	if replicaID == "" {
 		host, _ := os.Hostname()
-		port := o.replicaSyncPort
-		if port == 0 {
-			port = o.port
-		}
-		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port))
+		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.syncPort()))
 	}
 
 	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
@@ -118,8 +114,10 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	aliases := localAliases(replicaID, o.syncPort())
+	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", replicaID, "aliases", aliases)
 	br, err := svc.EnableReplication(core.ReplicationConfig{
-		Cluster: o.cluster, ReplicaID: replicaID, HTTPAddr: advertisedHTTP(o),
+		Cluster: o.cluster, ReplicaID: replicaID, Aliases: aliases, HTTPAddr: advertisedHTTP(o),
 		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
 	}, nc)
 	if err != nil {
