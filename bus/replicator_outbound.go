@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"log/slog"
 	mrand "math/rand/v2"
 	"time"
 )
@@ -107,16 +108,19 @@ func (p *publisher) send(m Message) {
 	r := p.r
 	m.setOrigin(r.cfg.ReplicaID, r.boot)
 	c := r.counters(m.Type())
-	subject := r.subjects.Members()
+	subject, v1 := r.ownMembers, r.subjects.Members()
 	switch m.Type() {
 	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
-		subject = r.subjects.Lifecycle()
+		subject, v1 = r.ownLifecycle, r.subjects.Lifecycle()
 	case TypeAffinity:
-		subject = r.subjects.Affinity()
+		subject, v1 = r.ownAffinity, r.subjects.Affinity()
 	}
 	data, err := p.enc.Encode(m)
 	if err == nil {
 		err = r.tr.Publish(subject, data)
+	}
+	if err == nil && r.cfg.LegacyV1 {
+		err = r.tr.Publish(v1, data) // the same envelope for replicas that speak only v1
 	}
 	if err != nil {
 		c.publishErrors.Add(1)
@@ -143,7 +147,7 @@ func (r *Replicator) expireMembers(now time.Time) {
 	changes := r.members.Expire(now)
 	r.mu.Unlock()
 	for i := range changes {
-		r.log.Info("member expired", "member", changes[i].Member.ID, "boot", changes[i].Member.BootID)
+		r.logLimit.Log(r.log, slog.LevelInfo, "member expired", "member", changes[i].Member.ID, "boot", changes[i].Member.BootID)
 		r.enqueueControl(inbound{change: &changes[i]})
 	}
 }
