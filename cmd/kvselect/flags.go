@@ -57,6 +57,8 @@ type options struct {
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
+
+	nats natsOptions // NATS security and bus robustness (natsflags.go)
 }
 
 // parseFlags parses args (without the program name).
@@ -106,7 +108,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	registerNATSFlags(fs, &o.nats)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	applyNATSEnv(fs, o, os.Getenv)
+	if err := o.nats.validate(o); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -121,9 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.natsClusterRoutes != "" && o.natsClusterListen == "" {
 		return nil, fmt.Errorf("--nats-cluster-routes requires --nats-cluster-listen")
 	}
-	if o.natsURL == "" && (o.natsUser != "" || o.natsPassword != "" || o.natsToken != "" || o.natsCreds != "" ||
-		o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") {
-		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token, --nats-creds and --nats-tls-* apply to --nats-url; the embedded server has no authentication")
+	if o.natsURL == "" && (o.natsUser != "" || o.natsPassword != "" || o.natsToken != "" || o.natsCreds != "") {
+		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token and --nats-creds apply to --nats-url; the embedded server authenticates with --nats-auth-file")
 	}
 	if o.port < 0 || o.port > 65535 {
 		return nil, fmt.Errorf("--port must be between 0 and 65535")
