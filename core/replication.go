@@ -34,6 +34,7 @@ type BusReplicator struct {
 	// peers' sets being reassembled, counters, and scratch for freed ids.
 	liveSetSeq     uint64
 	pendingSets    map[liveSetKey]*pendingLiveSet
+	bounds         pendingBounds
 	asks           map[string]*resyncAsk
 	liveSets       liveSetStats
 	liveSetScratch []string
@@ -87,6 +88,11 @@ type ReplicationConfig struct {
 	LegacyV1 bool
 	// MaxMembers bounds the members table (bus.Config.MaxMembers).
 	MaxMembers int
+	// MaxPendingLiveSets and MaxPendingLiveSetBytes bound the partial live sets this replica
+	// reassembles (defaults DefaultMaxPendingLiveSets, DefaultMaxPendingLiveSetBytes); the
+	// oldest partial set is evicted first.
+	MaxPendingLiveSets     int
+	MaxPendingLiveSetBytes int64
 	// LiveSetInterval is how often this replica announces its live bookings so that peers can
 	// release bookings whose frees they missed (default DefaultLiveSetInterval; negative: only
 	// after republish passes). See replication_liveset.go.
@@ -102,6 +108,7 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
 	br.rs.liveSetEvery = orDefaultDelay(cfg.LiveSetInterval, DefaultLiveSetInterval)
+	br.bounds.maxSets, br.bounds.maxBytes = cfg.MaxPendingLiveSets, cfg.MaxPendingLiveSetBytes
 	switch {
 	case cfg.JoinResyncRepeat == 0:
 		br.rs.joinRepeat = JoinResyncRepeat
