@@ -108,7 +108,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
-	registerNATSFlags(fs, &o.nats)
+	// NATS security and bus robustness (natsflags.go, README "Bus authentication").
+	fs.StringVar(&o.nats.authFile, "nats-auth-file", "", "NATS auth file (YAML/JSON: secret and/or replicas' public nkeys): turns on authentication and per-replica permissions on the embedded server; with a secret, this replica authenticates as user <replica id> with the derived password")
+	fs.StringVar(&o.nats.nkeySeed, "nats-nkey-seed", "", "file holding this replica's NATS user nkey seed (SU...), to authenticate with an nkey")
+	fs.IntVar(&o.nats.httpPort, "nats-http-port", 0, "embedded NATS: monitoring port (/varz, /connz, /routez) on the client port's host, 127.0.0.1 without one (0: none)")
+	fs.StringVar(&o.nats.busV1, "bus-v1", "auto", "unauthenticated v1 bus subjects: on (publish v1 copies and accept v1 from replicas not heard on v2: mixed-version rollout), off, or auto (on unless NATS authentication is configured)")
+	fs.DurationVar(&o.nats.peerDeadAfter, "peer-dead-after", 0, "heartbeat silence after which a peer is dead and its mirrored bookings are released (0: 3 heartbeat periods, 3 s)")
+	fs.IntVar(&o.nats.maxMembers, "bus-max-members", 1024, "most live replicas the members table holds; heartbeats of further ids are dropped and counted")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/kvselect/kvselect/bus"
 )
 
-// NATS security and bus-robustness flags (README "Bus authentication"). Registered by
-// parseFlags through registerNATSFlags; wired by main through applyNATSSecurity.
+// NATS security and bus-robustness flags (README "Bus authentication"). Declared in flags.go
+// (the deploy checks read the declarations there); validated and wired here.
 
 // natsOptions are the parsed NATS security flags.
 type natsOptions struct {
@@ -23,18 +23,9 @@ type natsOptions struct {
 	maxMembers    int           // --bus-max-members
 }
 
-func registerNATSFlags(fs *flag.FlagSet, n *natsOptions) {
-	fs.StringVar(&n.authFile, "nats-auth-file", "", "NATS auth file (YAML/JSON: secret and/or replicas' public nkeys): turns on authentication and per-replica permissions on the embedded server; with a secret, this replica authenticates as user <replica id> with the derived password")
-	fs.StringVar(&n.nkeySeed, "nats-nkey-seed", "", "file holding this replica's NATS user nkey seed (SU...), to authenticate with an nkey")
-	fs.IntVar(&n.httpPort, "nats-http-port", 0, "embedded NATS: monitoring port (/varz, /connz, /routez) on the client port's host, 127.0.0.1 without one (0: none)")
-	fs.StringVar(&n.busV1, "bus-v1", "auto", "unauthenticated v1 bus subjects: on (publish v1 copies and accept v1 from replicas not heard on v2: mixed-version rollout), off, or auto (on unless NATS authentication is configured)")
-	fs.DurationVar(&n.peerDeadAfter, "peer-dead-after", 0, "heartbeat silence after which a peer is dead and its mirrored bookings are released (0: 3 heartbeat periods, 3 s)")
-	fs.IntVar(&n.maxMembers, "bus-max-members", bus.DefaultMaxMembers, "most live replicas the members table holds; heartbeats of further ids are dropped and counted")
-}
-
 // applyNATSEnv fills --nats-url and --nats-creds from NATS_URL and NATS_CREDS when the flags
 // are not given (the nats CLI's variables). NATS_URL is ignored when an embedded-server flag
-// is given (the embedded server is then what was asked for).
+// is given (the embedded server is then what was asked for), NATS_CREDS without a NATS URL.
 func applyNATSEnv(fs *flag.FlagSet, o *options, getenv func(string) string) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -42,7 +33,7 @@ func applyNATSEnv(fs *flag.FlagSet, o *options, getenv func(string) string) {
 	if v := strings.TrimSpace(getenv("NATS_URL")); v != "" && !set["nats-url"] && !embedded {
 		o.natsURL = v
 	}
-	if v := strings.TrimSpace(getenv("NATS_CREDS")); v != "" && !set["nats-creds"] {
+	if v := strings.TrimSpace(getenv("NATS_CREDS")); v != "" && !set["nats-creds"] && o.natsURL != "" {
 		o.natsCreds = v
 	}
 }

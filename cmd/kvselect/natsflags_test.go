@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,8 +11,8 @@ import (
 )
 
 func TestNATSEnvFallbacks(t *testing.T) {
-	env := map[string]string{"NATS_URL": "nats://env:4222", "NATS_CREDS": "/etc/nats/env.creds"}
-	getenv := func(k string) string { return env[k] }
+	t.Setenv("NATS_URL", "nats://env:4222")
+	t.Setenv("NATS_CREDS", "/etc/nats/env.creds")
 	for _, tc := range []struct {
 		args            []string
 		wantURL, wantCr string
@@ -21,18 +20,12 @@ func TestNATSEnvFallbacks(t *testing.T) {
 		{nil, "nats://env:4222", "/etc/nats/env.creds"},
 		{[]string{"--nats-url", "nats://flag:4222"}, "nats://flag:4222", "/etc/nats/env.creds"},
 		{[]string{"--nats-creds", "/flag.creds"}, "nats://env:4222", "/flag.creds"},
-		{[]string{"--nats-listen", "127.0.0.1:4222"}, "", "/etc/nats/env.creds"}, // embedded asked for: NATS_URL ignored
+		{[]string{"--nats-listen", "127.0.0.1:4222"}, "", ""}, // embedded asked for: both ignored
 	} {
-		o := &options{}
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.StringVar(&o.natsURL, "nats-url", "", "")
-		fs.StringVar(&o.natsCreds, "nats-creds", "", "")
-		fs.StringVar(&o.natsListen, "nats-listen", "", "")
-		registerNATSFlags(fs, &o.nats)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
+		o, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
 		}
-		applyNATSEnv(fs, o, getenv)
 		if o.natsURL != tc.wantURL || o.natsCreds != tc.wantCr {
 			t.Errorf("%v: url %q creds %q, want %q %q", tc.args, o.natsURL, o.natsCreds, tc.wantURL, tc.wantCr)
 		}
