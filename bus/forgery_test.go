@@ -165,3 +165,58 @@ func TestLegacyV1CannotOverrideV2(t *testing.T) {
 		t.Fatalf("members %+v", m)
 	}
 }
+
+// TestNoExpiryWhileCutOff: a replica whose own connection is down hears nobody, which says
+// nothing about its peers: none expires while it is cut off, nor right after it reconnects;
+// a peer that really went silent expires a dead-peer interval after the reconnect.
+func TestNoExpiryWhileCutOff(t *testing.T) {
+	n := NewMemNetwork()
+	var sa sink
+	const hb, dead = 20 * time.Millisecond, 100 * time.Millisecond
+	ta := n.Connect()
+	a := newRep(t, ta, sa.hook(Config{ReplicaID: "a", HeartbeatInterval: hb, DeadAfter: dead}))
+	b := newRep(t, n.Connect(), Config{ReplicaID: "b", HeartbeatInterval: hb})
+	waitFor(t, func() error {
+		if len(a.Members()) != 1 {
+			return fmt.Errorf("members %+v", a.Members())
+		}
+		return nil
+	})
+	expired := func() int {
+		k := 0
+		for _, c := range sa.changes() {
+			if c.Kind == MemberExpired {
+				k++
+			}
+		}
+		return k
+	}
+	ta.SetDown(true)
+	// Each failed heartbeat is one tick: 15 ticks are well past the dead-peer interval.
+	base := a.Stats().Heartbeats.PublishErrors
+	waitFor(t, func() error {
+		if got := a.Stats().Heartbeats.PublishErrors - base; got < 15 {
+			return fmt.Errorf("%d ticks while down", got)
+		}
+		return nil
+	})
+	ta.SetDown(false)
+	base = a.Stats().Heartbeats.Published
+	waitFor(t, func() error {
+		if got := a.Stats().Heartbeats.Published - base; got < 3 {
+			return fmt.Errorf("%d ticks since the reconnect", got)
+		}
+		return nil
+	})
+	if k := expired(); k != 0 || len(a.Members()) != 1 {
+		t.Fatalf("b expired while a was cut off: %d expiries, members %+v", k, a.Members())
+	}
+	// b really goes silent (its transport dies): it expires.
+	b.Transport().(*MemTransport).SetDown(true)
+	waitFor(t, func() error {
+		if expired() != 1 {
+			return fmt.Errorf("b not expired: %+v", sa.changes())
+		}
+		return nil
+	})
+}

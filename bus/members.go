@@ -305,10 +305,21 @@ func (m *Members) ObserveFrom(hb *Heartbeat, now time.Time, authenticated bool) 
 // Their boot ids stay current: a partitioned replica that comes back with
 // the same boot is the same incarnation.
 func (m *Members) Expire(now time.Time) []MemberChange {
+	return m.ExpireSince(now, time.Time{})
+}
+
+// ExpireSince is Expire with silence counted from floor when a member's last heartbeat is
+// older: a replica that was itself cut off from the bus until floor heard nobody meanwhile, and
+// its members get a full expiry interval from floor to be heard again.
+func (m *Members) ExpireSince(now, floor time.Time) []MemberChange {
 	var out []MemberChange
 	limit := m.ExpiryAfter()
 	for id, mem := range m.live {
-		if now.Sub(mem.LastSeen) > limit {
+		last := mem.LastSeen
+		if floor.After(last) {
+			last = floor
+		}
+		if now.Sub(last) > limit {
 			delete(m.live, id)
 			out = append(out, MemberChange{Kind: MemberExpired, Member: *mem})
 		}

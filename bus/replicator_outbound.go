@@ -75,7 +75,15 @@ func (r *Replicator) publishLoop(rng *mrand.Rand) {
 			p.send(m)
 		case <-timer.C:
 			p.heartbeat(false)
-			r.expireMembers(time.Now())
+			now := time.Now()
+			if !transportConnected(r.tr) {
+				// Cut off from the bus ourselves (NATS down, or reconnecting): silence says
+				// nothing about the peers, so nobody expires until a full interval after the
+				// connection is back.
+				p.offlineUntil = now
+			} else {
+				r.expireMembers(now, p.offlineUntil)
+			}
 			timer.Reset(r.jittered(rng))
 		}
 	}
@@ -96,6 +104,21 @@ type publisher struct {
 	r       *Replicator
 	enc     *Encoder
 	failing bool // last publish failed; log only on transitions
+	// offlineUntil is the last tick at which the transport was disconnected (zero: never).
+	offlineUntil time.Time
+}
+
+// ConnectionState is implemented by transports that know whether they are connected
+// ([NATSTransport], [MemTransport]); others count as always connected.
+type ConnectionState interface {
+	Connected() bool
+}
+
+func transportConnected(tr Transport) bool {
+	if cs, ok := tr.(ConnectionState); ok {
+		return cs.Connected()
+	}
+	return true
 }
 
 func (p *publisher) heartbeat(leaving bool) {
@@ -140,11 +163,11 @@ func (p *publisher) send(m Message) {
 
 // expireMembers runs membership expiry and queues the resulting changes
 // (and, with DiscoverPeers, the implied loss of peers) for the dispatcher.
-func (r *Replicator) expireMembers(now time.Time) {
+func (r *Replicator) expireMembers(now, floor time.Time) {
 	r.orderMu.Lock()
 	defer r.orderMu.Unlock()
 	r.mu.Lock()
-	changes := r.members.Expire(now)
+	changes := r.members.ExpireSince(now, floor)
 	r.mu.Unlock()
 	for i := range changes {
 		r.logLimit.Log(r.log, slog.LevelInfo, "member expired", "member", changes[i].Member.ID, "boot", changes[i].Member.BootID)

@@ -140,6 +140,9 @@ func (n *MemNetwork) deliver(m Msg) int {
 	return reached
 }
 
+// Connected implements [ConnectionState]: false while SetDown(true) or after Close.
+func (t *MemTransport) Connected() bool { return t.state() == nil }
+
 func (t *MemTransport) isDown() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
