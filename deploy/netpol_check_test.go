@@ -31,8 +31,14 @@ type netpolSpec struct {
 }
 
 // routePortFindings returns what is wrong with the protection of the route port of the
-// kvselect workload w (container port routePort) in v.
+// kvselect workload w (container port routePort) in v: only w's own pods may reach it.
 func routePortFindings(v *variant, w *workload, routePort int) []error {
+	return portFindings(v, w, routePort, w.spec.Template.Metadata.Labels)
+}
+
+// portFindings requires that some NetworkPolicy selects w's pods and that every ingress rule
+// admitting container port routePort admits only pods labelled like from.
+func portFindings(v *variant, w *workload, routePort int, from map[string]string) []error {
 	labels := w.spec.Template.Metadata.Labels
 	ct := w.spec.Template.Spec.Containers
 	var errs []error
@@ -59,17 +65,17 @@ func routePortFindings(v *variant, w *workload, routePort int) []error {
 				continue
 			}
 			if len(rule.From) == 0 {
-				errs = append(errs, fmt.Errorf("%s: ingress[%d] opens route port %d to every address", o, i, routePort))
+				errs = append(errs, fmt.Errorf("%s: ingress[%d] opens port %d to every address", o, i, routePort))
 			}
 			for _, f := range rule.From {
-				if f.IPBlock != nil || f.NamespaceSelector != nil || f.PodSelector == nil || !f.PodSelector.matches(labels) {
-					errs = append(errs, fmt.Errorf("%s: ingress[%d] admits route port %d from something other than kvselect pods", o, i, routePort))
+				if f.IPBlock != nil || f.NamespaceSelector != nil || f.PodSelector == nil || !f.PodSelector.matches(from) {
+					errs = append(errs, fmt.Errorf("%s: ingress[%d] admits port %d from pods other than %v", o, i, routePort, from))
 				}
 			}
 		}
 	}
 	if !covered {
-		errs = append(errs, fmt.Errorf("%s: no NetworkPolicy selects the pods: route port %d is open to every address", w, routePort))
+		errs = append(errs, fmt.Errorf("%s: no NetworkPolicy selects the pods: port %d is open to every address", w, routePort))
 	}
 	return errs
 }
@@ -111,5 +117,39 @@ func TestEmbeddedClusterRoutePortRestricted(t *testing.T) {
 	}
 	if len(routePortFindings(&bare, w, port)) == 0 {
 		t.Fatal("the route-port check accepts a variant without NetworkPolicies")
+	}
+}
+
+// TestNATSPortsRestricted: in the external-NATS variant, the NATS client port admits only the
+// kvselect pods and the route port only the NATS pods.
+func TestNATSPortsRestricted(t *testing.T) {
+	v := mainVariant(t, "kubernetes")
+	kv, _ := kvContainer(v)
+	if kv == nil {
+		t.Fatal("no kvselect workload")
+	}
+	var nw *workload
+	for _, w := range v.workloads {
+		if w.Metadata.Name == "nats" {
+			nw = w
+		}
+	}
+	if nw == nil {
+		t.Fatal("no nats workload")
+	}
+	cs := nw.spec.Template.Spec.Containers
+	client, cluster := resolvePort(cs, "client"), resolvePort(cs, "cluster")
+	if client == 0 || cluster == 0 {
+		t.Fatalf("nats ports client=%d cluster=%d", client, cluster)
+	}
+	for _, e := range portFindings(v, nw, client, kv.spec.Template.Metadata.Labels) {
+		t.Error(e)
+	}
+	for _, e := range portFindings(v, nw, cluster, nw.spec.Template.Metadata.Labels) {
+		t.Error(e)
+	}
+	// The check itself: admitting kvselect pods is a finding when another source is required.
+	if len(portFindings(v, nw, client, map[string]string{"app.kubernetes.io/name": "someone-else"})) == 0 {
+		t.Fatal("the port check accepts any source")
 	}
 }
