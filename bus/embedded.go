@@ -182,6 +182,9 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 			if err != nil {
 				return nil, false, fmt.Errorf("%w: route TLS: %w", ErrEmbeddedOptions, err)
 			}
+			// GenTLSConfig fills only ClientCAs (verifying routes that dial in); routes this
+			// server dials verify the peer against the same CA.
+			rc.RootCAs = rc.ClientCAs
 			s.Cluster.TLSConfig, s.Cluster.TLSTimeout = rc, 2
 		}
 	}
