@@ -357,11 +357,31 @@ func faultForgedStorm(t *testing.T, sz busFaultSizes) {
 		convergence: conv, peakRSSKiB: rssOf(a, b)}.log(t)
 }
 
+// countLines counts the lines of a log file and logs the most frequent messages.
 func countLines(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	byMsg := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, "msg="); i >= 0 {
+			msg := line[i+4:]
+			if strings.HasPrefix(msg, `"`) {
+				if j := strings.Index(msg[1:], `"`); j >= 0 {
+					msg = msg[:j+2]
+				}
+			} else if j := strings.IndexByte(msg, ' '); j >= 0 {
+				msg = msg[:j]
+			}
+			byMsg[msg]++
+		}
+	}
+	for msg, n := range byMsg {
+		if n >= 10 {
+			t.Logf("log: %d × %s", n, msg)
+		}
 	}
 	return bytes.Count(b, []byte{'\n'})
 }
