@@ -231,3 +231,24 @@ func TestParseAuthFileRejects(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseAuthFile: the auth-file parser never panics, and what it accepts is valid.
+func FuzzParseAuthFile(f *testing.F) {
+	f.Add([]byte("secret: " + testSecret))
+	f.Add([]byte(`{"replicas":[{"id":"a","nkey":"UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"}]}`))
+	f.Add([]byte("replicas: [1, 2]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ParseAuthFile(b)
+		if err != nil {
+			return
+		}
+		if a.Secret == "" && len(a.Replicas) == 0 {
+			t.Fatal("accepted a file that admits nobody")
+		}
+		for _, r := range a.Replicas {
+			if ValidateReplicaID(r.ID) != nil || !nkeys.IsValidPublicUserKey(r.Nkey) {
+				t.Fatalf("accepted replica %+v", r)
+			}
+		}
+	})
+}
