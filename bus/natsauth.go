@@ -136,11 +136,15 @@ func (a *AuthFile) replicaForNkey(pub string) (string, bool) {
 	return "", false
 }
 
+// responseTTL is how long a replica may answer a snapshot request it received (the first
+// request of a transfer encodes the whole index, so it gets minutes, not seconds).
+const responseTTL = 10 * time.Minute
+
 // ReplicaPermissions are the NATS permissions of replica id in cluster:
 //
 //	publish:   kvselect.v2.<cluster>.*.<own token>     its lifecycle, affinity, members
 //	           kvselect.v1.<cluster>.snapshot.*        snapshot requests to any replica
-//	           (replies to requests it received: allow_responses, one per request, 1 min)
+//	           (replies to requests it received: allow_responses, one per request, 10 min)
 //	subscribe: kvselect.v2.<cluster>.>                 every replica's fan-out
 //	           kvselect.v1.<cluster>.{lifecycle,affinity,members}  (counted, refused by default)
 //	           kvselect.v1.<cluster>.snapshot.<own hash token>     its own snapshot requests
@@ -163,7 +167,7 @@ func ReplicaPermissions(cluster, id string) (*server.Permissions, error) {
 			s.Snapshot(id),
 			"_INBOX.>",
 		}},
-		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
+		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: responseTTL},
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -251,4 +252,21 @@ func FuzzParseAuthFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAuthSnapshotRequestReply: under the permissions, a replica serves snapshot requests on
+// its own subject and another replica's request gets the reply (TestAuthPermissions shows that
+// nobody else may subscribe to that subject).
+func TestAuthSnapshotRequestReply(t *testing.T) {
+	e, _ := authServer(t)
+	url := e.ClientURL()
+	a := newNATSRep(t, connect(t, ConnConfig{Name: "a", URLs: url, User: "a", Password: ReplicaPassword(testSecret, "a")}), Config{ReplicaID: "a"})
+	b := newNATSRep(t, connect(t, ConnConfig{Name: "b", URLs: url, User: "b", Password: ReplicaPassword(testSecret, "b")}), Config{ReplicaID: "b"})
+	if err := a.ServeSnapshot(func(req []byte) ([]byte, error) { return append([]byte("snap:"), req...), nil }); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := b.RequestSnapshot(context.Background(), "a", []byte("q"))
+	if err != nil || string(reply) != "snap:q" {
+		t.Fatalf("snapshot reply %q, %v", reply, err)
+	}
 }

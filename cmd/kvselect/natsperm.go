@@ -22,7 +22,8 @@ func natsPermissionsCmd(args []string, stdout, stderr io.Writer) int {
 	cluster := fs.String("cluster", "default", "kvselect cluster (--cluster of the replicas)")
 	id := fs.String("replica-id", "", "the replica's --replica-id")
 	nkey := fs.String("nkey", "", "the replica's public user nkey (conf format: nkey user instead of user/password)")
-	format := fs.String("format", "conf", "conf (nats-server users entry) or nsc (flags for nsc add user)")
+	format := fs.String("format", "conf", "conf (nats-server users entry), nsc (flags for nsc add user) or password")
+	authFile := fs.String("auth-file", "", "with --format password: the --nats-auth-file whose secret derives the replica's password")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,11 +47,20 @@ func natsPermissionsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "    publish: { allow: [%s] }\n", quoteAll(pub))
 		fmt.Fprintf(stdout, "    subscribe: { allow: [%s] }\n", quoteAll(sub))
 		fmt.Fprintf(stdout, "    allow_responses: { max: %d, expires: %q }\n  }\n}\n", perms.Response.MaxMsgs, perms.Response.Expires.String())
+	case "password":
+		// For tools that must join an authenticated embedded bus under some replica id (e.g.
+		// `nats sub --user ID --password ...` to watch it).
+		af, err := bus.LoadAuthFile(*authFile)
+		if err != nil || af.Secret == "" {
+			fmt.Fprintln(stderr, "nats-permissions: --format password needs --auth-file with a secret:", err)
+			return 2
+		}
+		fmt.Fprintln(stdout, bus.ReplicaPassword(af.Secret, *id))
 	case "nsc":
 		fmt.Fprintf(stdout, "--allow-pub %s --allow-sub %s --allow-pub-response=%d --response-ttl %s\n",
 			strings.Join(pub, ","), strings.Join(sub, ","), perms.Response.MaxMsgs, perms.Response.Expires)
 	default:
-		fmt.Fprintf(stderr, "nats-permissions: --format must be conf or nsc, got %q\n", *format)
+		fmt.Fprintf(stderr, "nats-permissions: --format must be conf, nsc or password, got %q\n", *format)
 		return 2
 	}
 	return 0

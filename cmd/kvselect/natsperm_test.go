@@ -75,3 +75,21 @@ func TestNATSPermissionsConfWorks(t *testing.T) {
 		t.Fatalf("nsc flags: %s", out.String())
 	}
 }
+
+func TestNATSPermissionsPassword(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "auth.yaml")
+	secret := strings.Repeat("k", 40)
+	if err := os.WriteFile(path, []byte("secret: "+secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if rc := natsPermissionsCmd([]string{"--replica-id", "tcp://watch:1", "--format", "password", "--auth-file", path}, &out, io.Discard); rc != 0 {
+		t.Fatalf("rc %d", rc)
+	}
+	if got := strings.TrimSpace(out.String()); got != bus.ReplicaPassword(secret, "tcp://watch:1") {
+		t.Fatalf("password %q", got)
+	}
+	if rc := natsPermissionsCmd([]string{"--replica-id", "x", "--format", "password"}, &out, io.Discard); rc == 0 {
+		t.Fatal("password without an auth file accepted")
+	}
+}
