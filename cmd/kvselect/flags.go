@@ -58,7 +58,10 @@ type options struct {
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
 
-	nats natsOptions // NATS security and bus robustness (natsflags.go)
+	nats            natsOptions   // NATS security and bus robustness (natsflags.go)
+	showVersion     bool          // --version: print the build and exit
+	shutdownGrace   time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
+	shutdownTimeout time.Duration // SIGTERM: how long in-flight requests may take after that
 }
 
 // parseFlags parses args (without the program name).
@@ -115,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nats.busV1, "bus-v1", "auto", "unauthenticated v1 bus subjects: on (publish v1 copies and accept v1 from replicas not heard on v2: mixed-version rollout), off, or auto (on unless NATS authentication is configured)")
 	fs.DurationVar(&o.nats.peerDeadAfter, "peer-dead-after", 0, "heartbeat silence after which a peer is dead and its mirrored bookings are released (0: 3 heartbeat periods, 3 s)")
 	fs.IntVar(&o.nats.maxMembers, "bus-max-members", 1024, "most live replicas the members table holds; heartbeats of further ids are dropped and counted")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version, Go version and VCS revision, then exit")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
