@@ -8,6 +8,8 @@
 //	go run ./cmd/kvselect-matrix --quick                     # CI-size subset, ~1 min on one core
 //	go run ./cmd/kvselect-matrix --presets h100-8b \
 //	    --json matrix.json --markdown matrix.md              # the full matrix on one preset
+//	go run ./cmd/kvselect-matrix --trace my_trace.jsonl --presets h100-8b,h100x8-70b \
+//	    --capacities ample,tight                             # the matrix on your own trace
 //
 // Exit status: 0 when the matrix ran (whether or not cells fail), 3 with --check when any
 // cell fails, 1 on an error; --help exits 0.
@@ -67,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	mdOut := fs.String("markdown", "-", "write the markdown report to this file (- for stdout, empty for none)")
 	check := fs.Bool("check", false, "exit with status 3 when any cell fails the bar")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	var own traceList
+	fs.Var(&own, "trace", "run the matrix on this trace (a file or a synth: spec) instead of the built-in workloads; repeatable")
+	requests := fs.Int("requests", 0, "with --trace: replay only the first N requests of each (0 = all)")
+	windows := fs.Int("windows", 0, "with --trace: replay windows of N requests separately (0 = whole traces)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,10 +82,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *delay < 0 || *par < 1 {
 		return fmt.Errorf("--kv-event-delay must not be negative and --parallel must be ≥ 1")
 	}
+	if (*requests != 0 || *windows != 0) && len(own) == 0 {
+		return fmt.Errorf("--requests and --windows apply to --trace workloads only")
+	}
+	if *requests < 0 || *windows < 0 {
+		return fmt.Errorf("--requests and --windows must not be negative")
+	}
 	var m sim.Matrix
-	if *quick {
+	switch {
+	case len(own) > 0:
+		m = sim.FullMatrix("", fleet.PresetNames()) // the full matrix's grid on these traces
+		m.Workloads = nil
+		for i, tr := range own {
+			name := filepath.Base(tr)
+			if strings.HasPrefix(tr, sim.SynthPrefix) {
+				name = tr
+			}
+			m.Workloads = append(m.Workloads, sim.MatrixWorkload{Name: fmt.Sprintf("%d:%s", i+1, name), Trace: tr, Requests: *requests, Windows: *windows})
+		}
+	case *quick:
 		m = sim.QuickMatrix()
-	} else {
+	default:
 		dir, err := traceDir(*traces)
 		if err != nil {
 			return err
@@ -155,6 +178,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// traceList is the repeatable --trace flag.
+type traceList []string
+
+func (t *traceList) String() string     { return strings.Join(*t, " ") }
+func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
 
 // writeTo writes with f to path ("-": stdout; "": nowhere).
 func writeTo(path string, stdout io.Writer, f func(io.Writer) error) error {

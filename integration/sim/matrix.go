@@ -213,6 +213,8 @@ func FullMatrix(traceDir string, presets []string) Matrix {
 		Capacities: []MatrixCapacity{{Name: "ample", Fraction: 1}, {Name: "tight", Fraction: 0.25}},
 		Workers:    []int{8, 16},
 		Presets:    presets,
+
+		KVEventDelayMS: DefaultKVEventDelayMS,
 	}
 }
 
@@ -227,6 +229,8 @@ func QuickMatrix() Matrix {
 		},
 		Presets: []string{"h100-8b"},
 		Targets: []float64{1000},
+
+		KVEventDelayMS: DefaultKVEventDelayMS,
 	}
 }
 
