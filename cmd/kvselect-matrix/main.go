@@ -156,10 +156,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*quiet {
 		start, last := time.Now(), time.Time{}
-		m.Progress = func(done, total int) {
+		m.Progress = func(phase string, done, total int) {
 			if now := time.Now(); done == total || now.Sub(last) > 5*time.Second {
 				last = now
-				fmt.Fprintf(stderr, "kvselect-matrix: %d of %d simulations (%v)\n", done, total, now.Sub(start).Round(time.Second))
+				fmt.Fprintf(stderr, "kvselect-matrix: %d of %d %s (%v)\n", done, total, phase, now.Sub(start).Round(time.Second))
 			}
 		}
 	}

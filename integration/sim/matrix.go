@@ -89,8 +89,9 @@ type Matrix struct {
 	Parallel int `json:"-"`
 	// Run runs one policy (nil: RunPolicy). Tests substitute a model.
 	Run func(policy string, cfg Config, reqs []Request) (Result, error) `json:"-"`
-	// Progress, when set, is told about each finished simulation (done of total).
-	Progress func(done, total int) `json:"-"`
+	// Progress, when set, is told about each finished load search (phase "load searches")
+	// and each finished cell policy (phase "simulations"): done of total.
+	Progress func(phase string, done, total int) `json:"-"`
 }
 
 // Normalize fills the zero fields with their defaults and checks the spec.

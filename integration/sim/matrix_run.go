@@ -205,11 +205,11 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 	policies := append(append([]string(nil), m.Candidates...), m.Rivals...)
 	searches := 0
 	var mu sync.Mutex
-	progress := func(total int) {
+	progress := func(phase string, total int) {
 		if m.Progress != nil {
 			mu.Lock()
 			searches++
-			m.Progress(searches, total)
+			m.Progress(phase, searches, total)
 			mu.Unlock()
 		}
 	}
@@ -222,7 +222,7 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 		}}
 		loads, idle, missing, err := findLoads(probe, m.Targets, m.OverloadFactor, m.SearchTolerance)
 		g.Loads, g.IdleP99MS, g.Missing, g.SearchRuns = loads, idle, missing, probe.runs
-		progress(len(groups))
+		progress("load searches", len(groups))
 		return err
 	}); err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 		c, g, p := cells[j/len(policies)], cellGroup[j/len(policies)], policies[j%len(policies)]
 		st, err := m.runStats(p, m.config(g, c.Load.Speedup), g.wl)
 		stats[j] = st
-		progress(len(stats))
+		progress("cell simulations", len(stats))
 		return err
 	}); err != nil {
 		return nil, err
