@@ -33,8 +33,51 @@ type scheduled struct {
 	n int
 }
 
-func newEngine(spec Spec, bs, numBlocks int) *Engine {
-	return &Engine{spec: spec, bs: bs, cache: newKVCache(numBlocks)}
+// NewEngine returns the vLLM-style engine of spec (spec.Legacy is ignored) with numBlocks
+// blocks of bs tokens.
+func NewEngine(spec Spec, bs, numBlocks int) *Engine {
+	return &Engine{spec: spec, bs: max(1, bs), cache: newKVCache(max(1, numBlocks))}
+}
+
+// Abort drops request id wherever it is (vLLM's abort_request): its blocks are freed, tail
+// first; blocks it committed stay cached, and what the running step computed for it is
+// discarded. It reports whether the request was known.
+func (e *Engine) Abort(id int) bool {
+	for i, s := range e.waiting {
+		if s.r.ID == id {
+			e.release(s)
+			e.waiting = append(e.waiting[:i:i], e.waiting[i+1:]...)
+			return true
+		}
+	}
+	for i, s := range e.running {
+		if s.r.ID != id {
+			continue
+		}
+		e.release(s)
+		e.running = append(e.running[:i], e.running[i+1:]...)
+		for j, sc := range e.sched {
+			if sc.s == s {
+				e.sched = append(e.sched[:j], e.sched[j+1:]...)
+				break
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// ResetPrefixCache empties the prefix cache (vLLM's reset_prefix_cache). Like vLLM it refuses,
+// changing nothing, while any request holds blocks.
+func (e *Engine) ResetPrefixCache() bool {
+	c := e.cache
+	if c.used() > 0 {
+		return false
+	}
+	clear(c.entries)
+	c.head.prev, c.head.next = &c.head, &c.head
+	c.lru, c.empty, c.free = 0, c.numBlocks, nil
+	return true
 }
 
 func (s *seq) output() int { return max(1, s.r.Output) }
@@ -109,7 +152,7 @@ func (e *Engine) commitFull(s *seq, out []Event) []Event {
 		if runStart < 0 {
 			return
 		}
-		ev := Event{Kind: Stored, Req: s.r.ID, Blocks: s.r.Blocks[runStart:end:end]}
+		ev := Event{Kind: Stored, Req: s.r.ID, First: runStart, Blocks: s.r.Blocks[runStart:end:end]}
 		if runStart > 0 {
 			ev.Parent, ev.HasParent = s.r.Blocks[runStart-1], true
 		}
@@ -280,5 +323,5 @@ func (e *Engine) CachedPrefix(blocks []uint64, prompt int) int {
 func (e *Engine) Stats() Stats {
 	c := e.cache
 	return Stats{Running: len(e.running), Waiting: len(e.waiting), UsedBlocks: c.used(), NumBlocks: c.numBlocks,
-		KVUsage: float64(c.used()) / float64(c.numBlocks), Preemptions: e.preempt}
+		KVUsage: float64(c.used()) / float64(c.numBlocks), Preemptions: e.preempt, CachedBlocks: len(c.entries)}
 }

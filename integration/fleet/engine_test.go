@@ -61,7 +61,7 @@ func drive(t testing.TB, w Worker, arrivals []arrival) []timed {
 }
 
 func TestStepCompositionUnderBudget(t *testing.T) {
-	e := newEngine(testSpec(16), 10, 1000)
+	e := NewEngine(testSpec(16), 10, 1000)
 	a := &Request{ID: 1, Prompt: 250, Output: 3, Blocks: ids(100, 25)}
 	b := &Request{ID: 2, Prompt: 30, Output: 2, Blocks: ids(200, 3)}
 	e.Submit(0, a, nil)
@@ -87,7 +87,7 @@ func TestStepCompositionUnderBudget(t *testing.T) {
 		t.Fatalf("steps %v, want %v", steps, want)
 	}
 	// A new prompt scheduled beside running decodes gets what the decodes leave.
-	e2 := newEngine(testSpec(16), 10, 1000)
+	e2 := NewEngine(testSpec(16), 10, 1000)
 	e2.Submit(0, &Request{ID: 1, Prompt: 10, Output: 5, Blocks: ids(1, 1)}, nil)
 	e2.Advance(nil) // prompt done, first token
 	e2.Submit(e2.now, &Request{ID: 2, Prompt: 500, Output: 1, Blocks: ids(50, 50)}, nil)
@@ -100,7 +100,7 @@ func TestStepCompositionUnderBudget(t *testing.T) {
 func TestChunkedPrefillTiming(t *testing.T) {
 	spec := testSpec(16)
 	spec.Step.PerAttnPair = 1e-4
-	e := newEngine(spec, 10, 1000)
+	e := NewEngine(spec, 10, 1000)
 	evs := drive(t, e, []arrival{{0, &Request{ID: 7, Prompt: 250, Output: 1, Blocks: ids(1, 25)}}})
 	var first float64 = -1
 	for _, ev := range evs {
@@ -119,7 +119,7 @@ func TestPrefixHitAndLRUKeepsPinnedBlocks(t *testing.T) {
 	// 8 blocks of 10 tokens. X (3 full blocks + 1 token) finishes: its 3 blocks become LRU
 	// entries. Y pins its own 3 blocks while it decodes for a long time. Z then needs 5 blocks:
 	// 2 empty, 3 evicted — X's, deepest first, never Y's.
-	e := newEngine(testSpec(16), 10, 8)
+	e := NewEngine(testSpec(16), 10, 8)
 	x := &Request{ID: 1, Prompt: 31, Output: 1, Blocks: ids(10, 4)}
 	y := &Request{ID: 2, Prompt: 30, Output: 50, Blocks: ids(20, 3)}
 	z := &Request{ID: 3, Prompt: 41, Output: 1, Blocks: ids(30, 5)}
@@ -154,7 +154,7 @@ func TestPrefixHitAndLRUKeepsPinnedBlocks(t *testing.T) {
 }
 
 func TestPrefixHitIsLeadingRun(t *testing.T) {
-	e := newEngine(testSpec(16), 10, 100)
+	e := NewEngine(testSpec(16), 10, 100)
 	drive(t, e, []arrival{{0, &Request{ID: 1, Prompt: 40, Output: 1, Blocks: []uint64{1, 2, 3, 4}}}})
 	// Same ids after a different first block chain to different keys: no hit.
 	if got := e.CachedPrefix([]uint64{9, 2, 3, 4}, 41); got != 0 {
@@ -173,7 +173,7 @@ func TestPreemptionNewestFirst(t *testing.T) {
 	// 6 blocks of 10 tokens. A and B each need 2 blocks for their prompt and grow by a block
 	// every 10 decode tokens: the cache runs out and B, the newest, is preempted, recomputes
 	// later and still finishes.
-	e := newEngine(testSpec(16), 10, 6)
+	e := NewEngine(testSpec(16), 10, 6)
 	a := &Request{ID: 1, Prompt: 15, Output: 30, Blocks: ids(10, 2)}
 	b := &Request{ID: 2, Prompt: 15, Output: 30, Blocks: ids(20, 2)}
 	evs := drive(t, e, []arrival{{0, a}, {0, b}})
@@ -197,7 +197,7 @@ func TestPreemptionNewestFirst(t *testing.T) {
 }
 
 func TestRejectsWhatCannotFit(t *testing.T) {
-	e := newEngine(testSpec(16), 10, 4)
+	e := NewEngine(testSpec(16), 10, 4)
 	evs := e.Submit(0, &Request{ID: 9, Prompt: 35, Output: 10, Blocks: ids(1, 4)}, nil)
 	if len(evs) != 1 || evs[0].Kind != Rejected || e.NextAt() != inf {
 		t.Fatalf("events %+v", evs)
@@ -205,7 +205,7 @@ func TestRejectsWhatCannotFit(t *testing.T) {
 }
 
 func TestMaxNumSeqs(t *testing.T) {
-	e := newEngine(testSpec(2), 10, 1000)
+	e := NewEngine(testSpec(2), 10, 1000)
 	for i := range 4 {
 		e.Submit(0, &Request{ID: i, Prompt: 5, Output: 10, Blocks: nil}, nil)
 	}
@@ -243,7 +243,7 @@ func TestConservationAndDeterminism(t *testing.T) {
 			if name == "legacy" {
 				return newLegacy(10, 30)
 			}
-			return newEngine(testSpec(8), 10, 30)
+			return NewEngine(testSpec(8), 10, 30)
 		}
 		for seed := range uint64(5) {
 			arr := randomArrivals(seed, 300)
@@ -323,4 +323,38 @@ func TestPresets(t *testing.T) {
 	if d, _ := Preset(""); d.Name != DefaultPreset {
 		t.Fatal("empty name is not the default preset")
 	}
+}
+
+func TestAbortAndReset(t *testing.T) {
+	e := NewEngine(testSpec(16), 10, 40)
+	a := &Request{ID: 1, Prompt: 250, Output: 5, Blocks: ids(100, 25)}
+	b := &Request{ID: 2, Prompt: 30, Output: 5, Blocks: ids(200, 3)}
+	e.Submit(0, a, nil)
+	e.Submit(0, b, nil)
+	e.Advance(nil) // a's first chunk: 10 blocks committed; b waits
+	if e.ResetPrefixCache() {
+		t.Fatal("reset accepted while a holds blocks")
+	}
+	if !e.Abort(2) || e.Stats().Waiting != 0 {
+		t.Fatal("abort of a waiting request")
+	}
+	e.Advance(nil) // a's second chunk is running now
+	if !e.Abort(1) || e.Abort(1) {
+		t.Fatal("abort of a running request, then of an unknown one")
+	}
+	st := e.Stats()
+	if st.Running != 0 || st.UsedBlocks != 0 || st.CachedBlocks != 20 {
+		t.Fatalf("after aborts: %+v (a's 20 committed blocks stay cached, unreferenced)", st)
+	}
+	evs := e.Advance(nil) // the in-flight step ends: nothing of a's is applied
+	for _, ev := range evs {
+		if ev.Req == 1 {
+			t.Fatalf("aborted request reported %+v", ev)
+		}
+	}
+	checkCache(t, e)
+	if !e.ResetPrefixCache() || e.Stats().CachedBlocks != 0 || e.CachedPrefix(a.Blocks, a.Prompt) != 0 {
+		t.Fatal("reset of an idle engine")
+	}
+	checkCache(t, e)
 }

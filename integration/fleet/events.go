@@ -17,8 +17,9 @@ const (
 	// Scheduled: the request was scheduled for the first time; CachedTokens of its prompt
 	// were found in the prefix cache, and Waited tells that an earlier step passed it over.
 	Scheduled EventKind = iota
-	// Stored: Blocks (the request's block ids, one contiguous run) entered the prefix cache;
-	// Parent is the id of the block before the run (HasParent false at the root).
+	// Stored: Blocks (the request's block ids, one contiguous run starting at index First of
+	// its Blocks) entered the prefix cache; Parent is the id of the block before the run
+	// (HasParent false at the root).
 	Stored
 	// Removed: Blocks were evicted from the prefix cache.
 	Removed
@@ -36,6 +37,7 @@ const (
 type Event struct {
 	Kind         EventKind
 	Req          int
+	First        int
 	CachedTokens int
 	Waited       bool
 	Parent       uint64
@@ -51,6 +53,8 @@ type Stats struct {
 	UsedBlocks  int
 	NumBlocks   int
 	Preemptions int // total so far (vllm:num_preemptions)
+	// CachedBlocks counts the blocks in the prefix cache, referenced or not.
+	CachedBlocks int
 }
 
 // Worker is one simulated engine. Time is the caller's, in milliseconds, and must not go
@@ -78,7 +82,7 @@ func New(spec Spec, blockSize, numBlocks int) Worker {
 	if spec.Legacy {
 		return newLegacy(blockSize, numBlocks)
 	}
-	return newEngine(spec, blockSize, numBlocks)
+	return NewEngine(spec, blockSize, numBlocks)
 }
 
 var inf = math.Inf(1)

@@ -93,7 +93,7 @@ func (l *legacy) Advance(out []Event) []Event {
 	l.now, l.prefill = l.endAt, nil
 	l.cache.Store(q.r.Blocks, q.hit, &l.res)
 	for _, run := range l.res.Runs {
-		ev := Event{Kind: Stored, Req: q.r.ID, Blocks: q.r.Blocks[run[0]:run[1]:run[1]]}
+		ev := Event{Kind: Stored, Req: q.r.ID, First: run[0], Blocks: q.r.Blocks[run[0]:run[1]:run[1]]}
 		if run[0] > 0 {
 			ev.Parent, ev.HasParent = q.r.Blocks[run[0]-1], true
 		}
@@ -130,5 +130,5 @@ func (l *legacy) Stats() Stats {
 	if l.prefill != nil {
 		running++
 	}
-	return Stats{Running: running, Waiting: len(l.queue), KVUsage: l.cache.Used(), UsedBlocks: l.cache.Pinned(), NumBlocks: l.cache.Capacity()}
+	return Stats{Running: running, Waiting: len(l.queue), KVUsage: l.cache.Used(), UsedBlocks: l.cache.Pinned(), NumBlocks: l.cache.Capacity(), CachedBlocks: l.cache.Len()}
 }
