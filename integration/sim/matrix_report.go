@@ -79,8 +79,8 @@ func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&sb, "Geometric means of the ratios: mean %.3f×, p50 %.3f×, p99 %.3f×. Worst: mean %.2f× (%s), p50 %.2f× (%s), p99 %.2f× (%s).\n\n",
 				s.GeoMeanMean, s.GeoMeanP50, s.GeoMeanP99, s.WorstMean, s.WorstMeanCell, s.WorstP50, s.WorstP50Cell, s.WorstP99, s.WorstP99Cell)
 		}
-		fmt.Fprintf(&sb, "| cell | speedup | RR p99 s | mean × | p50 × | p99 × | hit %% (%s / best rival) | load CV (%s / best-mean rival) | verdict |\n", s.Candidate, s.Candidate)
-		sb.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprintf(&sb, "| cell | speedup | arrivals s | RR p99 s | mean × | p50 × | p99 × | hit %% (%s / best rival) | load CV (%s / best-mean rival) | verdict |\n", s.Candidate, s.Candidate)
+		sb.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, c := range r.Cells {
 			i := slices.IndexFunc(c.Verdicts, func(v MatrixVerdict) bool { return v.Candidate == s.Candidate })
 			if i < 0 {
@@ -91,8 +91,8 @@ func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 			if !v.Pass {
 				verdict = "**FAIL**: " + strings.Join(v.Failures, "; ")
 			}
-			fmt.Fprintf(&sb, "| %s | %g | %.1f | %s | %s | %s | %.1f / %.1f (%s) | %.2f / %.2f (%s) | %s |\n",
-				c.ID, c.Load.Speedup, c.Load.RoundRobinP99MS/1000,
+			fmt.Fprintf(&sb, "| %s | %g | %.0f | %.1f | %s | %s | %s | %.1f / %.1f (%s) | %.2f / %.2f (%s) | %s |\n",
+				c.ID, c.Load.Speedup, c.Load.SpanS, c.Load.RoundRobinP99MS/1000,
 				ratioCell(v.MeanRatio, v.BestMean), ratioCell(v.P50Ratio, v.BestP50), ratioCell(v.P99Ratio, v.BestP99),
 				100*v.HitRate, 100*v.BestHitRate, v.BestHit, v.LoadCV, v.BestMeanLoadCV, v.BestMean, verdict)
 		}

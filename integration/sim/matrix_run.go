@@ -63,6 +63,7 @@ type matrixTrace struct {
 	w         MatrixWorkload
 	runs      [][]Request
 	maxBlocks int
+	spanMS    float64 // the runs' mean arrival span at speedup 1
 }
 
 // loadWorkload reads w's trace and splits it into windows when asked.
@@ -79,6 +80,15 @@ func loadWorkload(w MatrixWorkload) (*matrixTrace, error) {
 	}
 	for _, r := range reqs {
 		t.maxBlocks = max(t.maxBlocks, blocksFor(r.Input+r.Output))
+	}
+	for _, run := range t.runs {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, r := range run {
+			lo, hi = min(lo, r.ArrivalMS), max(hi, r.ArrivalMS)
+		}
+		if len(run) > 0 {
+			t.spanMS += (hi - lo) / float64(len(t.runs))
+		}
 	}
 	return t, nil
 }
@@ -232,6 +242,7 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 	var cellGroup []*MatrixGroup
 	for _, g := range groups {
 		for _, l := range g.Loads {
+			l.SpanS = g.wl.spanMS / l.Speedup / 1000
 			cells = append(cells, &MatrixCell{
 				ID:       fmt.Sprintf("%s/%s/w%d/%s/%s", g.Workload, g.Capacity, g.Workers, g.Preset, l.Name),
 				Workload: g.Workload, Trace: g.wl.w.Trace, Requests: g.wl.w.Requests, Windows: g.wl.w.Windows,

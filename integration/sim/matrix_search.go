@@ -19,6 +19,9 @@ type MatrixLoad struct {
 	TargetMS float64 `json:"target_ms,omitempty"`
 	// RoundRobinP99MS is round-robin's TTFT p99 at Speedup, as the search measured it.
 	RoundRobinP99MS float64 `json:"round_robin_p99_ms"`
+	// SpanS is how long the workload's arrivals last at Speedup (a windowed workload's mean
+	// window): a span of a few seconds or less means the load is one burst.
+	SpanS float64 `json:"span_s"`
 }
 
 // Bounds of the load search: a group whose round-robin p99 stays below a target even at

@@ -248,3 +248,21 @@ func TestMatrixRealAndDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadWorkloadWindowsAndSpan(t *testing.T) {
+	w := MatrixWorkload{Name: "w", Trace: "synth:sysprompt?requests=100&rate=10&seed=1", Windows: 30}
+	tr, err := loadWorkload(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.runs) != 3 || len(tr.runs[0]) != 30 || tr.runs[1][0].ArrivalMS != 0 {
+		t.Fatalf("%d windows of %d", len(tr.runs), len(tr.runs[0]))
+	}
+	// 30 Poisson arrivals at 10/s span about 3 s.
+	if tr.spanMS < 1000 || tr.spanMS > 6000 || tr.maxBlocks < 1 {
+		t.Fatalf("span %v ms, max blocks %d", tr.spanMS, tr.maxBlocks)
+	}
+	if _, err := loadWorkload(MatrixWorkload{Name: "short", Trace: w.Trace, Windows: 1000}); err == nil {
+		t.Fatal("a trace shorter than one window was accepted")
+	}
+}
