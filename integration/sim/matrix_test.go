@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/integration/fleet"
 )
 
 // quadProbe is a load probe whose p99 is idle + k·s² ms: a smooth, monotone queueing curve.
@@ -264,5 +267,43 @@ func TestLoadWorkloadWindowsAndSpan(t *testing.T) {
 	}
 	if _, err := loadWorkload(MatrixWorkload{Name: "short", Trace: w.Trace, Windows: 1000}); err == nil {
 		t.Fatal("a trace shorter than one window was accepted")
+	}
+}
+
+// TestMatrixPresetsCoverTheShapes keeps the built-in matrices honest: the full one holds the
+// four shared traces (the Azure ones windowed), hot shared prefixes, long agentic sessions,
+// short chat and no reuse in two seeds, both capacities and every preset; every synth spec
+// parses.
+func TestMatrixPresetsCoverTheShapes(t *testing.T) {
+	full, err := FullMatrix("/traces", fleet.PresetNames()).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]MatrixWorkload{}
+	for _, w := range full.Workloads {
+		names[w.Name] = w
+		if strings.HasPrefix(w.Trace, SynthPrefix) {
+			if _, err := Synth(w.Trace); err != nil {
+				t.Fatalf("%s: %v", w.Name, err)
+			}
+		}
+	}
+	for _, n := range []string{"mooncake-conv", "mooncake-synth", "azure-code", "azure-conv",
+		"sysprompt-hot/s1", "sysprompt-onehot/s2", "agentic/s1", "agentic-long/s2", "mixed/s1", "chat-short/s2", "no-reuse/s1"} {
+		if _, ok := names[n]; !ok {
+			t.Fatalf("full matrix lacks %s", n)
+		}
+	}
+	if names["azure-code"].Windows == 0 || names["azure-conv"].Windows == 0 || names["mooncake-conv"].Windows != 0 {
+		t.Fatal("the Azure traces must be windowed, the Mooncake ones whole")
+	}
+	if len(full.Capacities) != 2 || len(full.Presets) != len(fleet.PresetNames()) || full.KVEventDelayMS != DefaultKVEventDelayMS {
+		t.Fatalf("full matrix grid %+v %v %v", full.Capacities, full.Presets, full.KVEventDelayMS)
+	}
+	if slices.Contains(full.Rivals, "kvselect") || !slices.Contains(full.Rivals, "sglang") || !slices.Contains(full.Rivals, "llm-d") {
+		t.Fatalf("rivals %v", full.Rivals)
+	}
+	if _, err := QuickMatrix().Normalize(); err != nil {
+		t.Fatal(err)
 	}
 }
