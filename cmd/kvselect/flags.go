@@ -56,6 +56,7 @@ type options struct {
 	logFormat         string
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
+	opsOptions                      // operator flags (flags_ops.go)
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
 }
 
@@ -106,7 +107,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	o.opsOptions.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.opsOptions.validate(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

@@ -127,7 +127,18 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("aibrix: %w", err)
 	}
-	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath})
+	opsCtx, opsStop := context.WithCancel(context.Background())
+	defer opsStop()
+	auth, err := setupAuth(opsCtx, o, log)
+	if err != nil {
+		return err
+	}
+	warnExposed(o, log)
+	if err := watchWorkersFile(opsCtx, o, svc); err != nil {
+		return err
+	}
+	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath,
+		Auth: auth, ReplicaID: replicaID})
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
 		Handler:           handler,
@@ -139,9 +150,9 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
-		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
+		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy, "tls", o.tlsCert != "", "auth", o.authTokenFile != "")
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serve(o, srv, ln) }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
