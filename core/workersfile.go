@@ -51,11 +51,12 @@ func ParseWorkersFile(data []byte) ([]WorkerSpec, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: empty (write [] for an empty catalog)", ErrWorkersFile)
 	}
-	var doc []any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	var top any
+	if err := yaml.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorkersFile, err)
 	}
-	if doc == nil {
+	doc, ok := top.([]any)
+	if !ok {
 		return nil, fmt.Errorf("%w: the document must be a list of worker records", ErrWorkersFile)
 	}
 	if len(doc) > MaxWorkersFileRecords {
@@ -98,6 +99,16 @@ type WorkersFileStatus struct {
 	ApplyFailures    uint64 `json:"apply_failures"`
 	ParseErrors      uint64 `json:"parse_errors"`
 	LastError        string `json:"last_error,omitempty"`
+	// Last is what the latest apply did, record by record.
+	Last SnapshotResult `json:"last_snapshot"`
+}
+
+// SnapshotResult counts what one snapshot apply did.
+type SnapshotResult struct {
+	Upserted  int `json:"upserted"`
+	Deleted   int `json:"deleted"`
+	Unchanged int `json:"unchanged"`
+	Failed    int `json:"failed"`
 }
 
 // workersFile is the service's workers-file state. owned (id → fingerprint of the applied
@@ -164,6 +175,8 @@ func (s *Service) fileOwnedLocked(id *uint64) error {
 // error joins the failures, and a failed record stays file-owned so that a retry applies it.
 func (s *Service) ApplyWorkerSnapshot(specs []WorkerSpec) error {
 	wf := s.enableWorkersFile("")
+	var res SnapshotResult
+	defer func() { wf.note(func(st *WorkersFileStatus) { st.Last = res }) }()
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
 	want := make(map[uint64]struct{}, len(specs))
@@ -181,26 +194,32 @@ func (s *Service) ApplyWorkerSnapshot(specs []WorkerSpec) error {
 	for _, id := range gone {
 		if _, err := s.deleteCatLocked(id); err != nil && !errors.Is(err, ErrNotFound) {
 			errs = append(errs, fmt.Errorf("delete worker %d: %w", id, err))
+			res.Failed++
 			continue
 		}
 		delete(wf.owned, id)
+		res.Deleted++
 	}
 	for i := range specs {
 		id := *specs[i].WorkerID
 		fp, err := json.Marshal(&specs[i]) // encoding/json sorts map keys: a stable fingerprint
 		if err != nil {
 			errs = append(errs, fmt.Errorf("worker %d: %w", id, err))
+			res.Failed++
 			continue
 		}
 		if prev, ok := wf.owned[id]; ok && prev == string(fp) && s.hasWorker(id) {
+			res.Unchanged++
 			continue
 		}
 		if _, err := s.upsertCatLocked(specs[i]); err != nil {
 			wf.owned[id] = ""
 			errs = append(errs, fmt.Errorf("worker %d: %w", id, err))
+			res.Failed++
 			continue
 		}
 		wf.owned[id] = string(fp)
+		res.Upserted++
 	}
 	return errors.Join(errs...)
 }
