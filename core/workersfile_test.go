@@ -205,7 +205,6 @@ func TestWorkersFileReconciles(t *testing.T) {
 	waitStatus(t, svc, "error cleared", func(st core.WorkersFileStatus) bool { return st.LastError == "" && st.SnapshotsApplied == 3 })
 }
 
-
 func TestWorkersFileRetriesFailedApply(t *testing.T) {
 	svc := newFileService(t)
 	path := filepath.Join(t.TempDir(), "workers.json")

@@ -137,7 +137,12 @@ func run(args []string, stderr io.Writer) error {
 	if err := watchWorkersFile(opsCtx, o, svc); err != nil {
 		return err
 	}
-	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath,
+	metrics := api.NewMetrics(svc)
+	metrics.WatchNATS(nc)
+	if auth != nil {
+		metrics.WatchAuth(auth)
+	}
+	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: metrics.InstrumentAIBrix(ab), AIBrixPath: o.aibrixPath,
 		Auth: auth, ReplicaID: replicaID})
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
