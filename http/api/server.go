@@ -92,7 +92,10 @@ func New(svc *core.Service, opts Options) http.Handler {
 	}
 	h.opsRoutes(r, opts)
 	if opts.AIBrix != nil {
-		path := aibrixPath(opts)
+		path := opts.AIBrixPath
+		if path == "" {
+			path = "/v1alpha1/select"
+		}
 		// Every method reaches the AIBrix handler, so that a wrong method is answered with RFC
 		// 9457 Problem Details (405) as the AIBrix contract requires, not with Dynamo's body.
 		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions} {
