@@ -324,7 +324,7 @@ func readSources(root string) (*sources, error) {
 			return nil, fmt.Errorf("%w: %w", ErrSource, err)
 		}
 		more, err := parseFlagDecls(eb)
-		if err != nil {
+		if err != nil && !strings.Contains(err.Error(), "no fs.XxxVar declarations") {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		for name, spec := range more {
