@@ -50,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	asMD := fs.Bool("markdown", false, "print a markdown table with kvselect's ratios to the best other policy")
 	windows := fs.Int("windows", 0, "replay consecutive windows of N requests separately and compare each policy with --baseline")
 	baseline := fs.String("baseline", "least-loaded", "the policy --windows compares against")
-	scrape := fs.Duration("scrape-interval", 0, "how often the router scrapes worker metrics (running, waiting, KV usage) for policies that read them; 0 reads them live")
+	scrape := fs.Duration("scrape-interval", sim.DefaultScrapeIntervalMS*time.Millisecond, "how often the router scrapes worker metrics (running, waiting, KV usage) for policies that read them; 0 reads them live")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -14,15 +14,22 @@
 //     prefill). Waiting requests are then admitted first-come first-served while the budget
 //     lasts and fewer than max_num_seqs requests run; the first that cannot get its blocks
 //     stops admission for the step (head-of-line, as vLLM's FCFS policy does).
-//   - A KV cache of NumBlocks blocks of BlockSize tokens. A request holds the blocks its
-//     computed tokens occupy. A full prompt block is committed to the prefix cache the step
-//     its last token is computed (a Stored event). Block keys chain like vLLM's block hashes
-//     (key i = mix(key i−1, Blocks[i])), so a prefix hit is always a contiguous leading run.
-//     Blocks of running requests are pinned (reference counted); unreferenced cached blocks
-//     sit on an LRU list and are evicted least-recently-freed first when a block is needed
-//     and no empty one is left (a Removed event). A finished request frees its blocks tail
-//     first, so deep suffix blocks go before the shared prefix, as vLLM frees them. Decode
-//     tokens and the partial last prompt block are never cached.
+//   - A KV cache of NumBlocks blocks of BlockSize tokens (block_pool.py, kv_cache_utils.py).
+//     A request holds the blocks its tokens occupy, allocated when it is scheduled. A full
+//     prompt block is committed to the prefix cache when the step that computes its last
+//     token is scheduled (kv_cache_manager.py allocate_slots → cache_blocks), so a request
+//     admitted later in that same step already hits it. Committing does not de-duplicate: a
+//     block two requests compute (a prompt's capped last block, say) is cached twice. Block
+//     keys chain like vLLM's block hashes (key i = mix(key i−1, Blocks[i])), so a prefix hit
+//     is always a contiguous leading run. Blocks held by requests are reference counted;
+//     every free block, cached or not, sits on one free queue, and allocation pops its head,
+//     evicting it if it is cached — freed uncommitted blocks age in the queue like cached
+//     ones. A finished or preempted request frees its blocks tail first, so its deepest
+//     blocks are evicted before its shared prefix. Decode tokens are never cached (their
+//     block ids are unknown to a trace; vLLM does cache full decode blocks, which only a
+//     later request repeating that output could hit).
+//   - KV events (Stored, Removed) of a step's scheduling are published when the step ends,
+//     as vLLM's update_from_output publishes the block pool's event queue.
 //   - A new request looks up its cached prefix when it is first scheduled; at least one prompt
 //     token is always computed (vLLM caps a hit at num_tokens − 1).
 //   - When a running request needs a block and none can be found, the newest running request

@@ -13,14 +13,18 @@ type Engine struct {
 	now     float64
 	preempt int
 	hits    []*cblock // scratch for prefix lookups
+	// pend holds the KV events of the running step's scheduling (blocks committed and evicted
+	// when it was scheduled); like vLLM's update_from_output they are published when the
+	// step's results are (Advance).
+	pend []Event
 }
 
 // seq is one request's state inside the engine.
 type seq struct {
 	r         *Request
 	keys      []uint64  // chained keys of the full prompt blocks that have ids
-	committed []*cblock // leading prompt blocks held as cache entries
-	private   int       // blocks held privately (uncommitted prompt, decode)
+	blocks    []*cblock // the blocks s holds, in token order (vLLM's req_to_blocks)
+	ncommit   int       // leading blocks of blocks that are committed (cached)
 	computed  int       // tokens whose KV is computed
 	generated int       // output tokens sampled
 	started   bool      // Scheduled was reported
@@ -40,8 +44,9 @@ func NewEngine(spec Spec, bs, numBlocks int) *Engine {
 }
 
 // Abort drops request id wherever it is (vLLM's abort_request): its blocks are freed, tail
-// first; blocks it committed stay cached, and what the running step computed for it is
-// discarded. It reports whether the request was known.
+// first; blocks it committed (those of the running step included: they were committed when
+// it was scheduled, and that step's KV events are still published) stay cached, and the
+// running step's tokens are not applied to it. It reports whether the request was known.
 func (e *Engine) Abort(id int) bool {
 	for i, s := range e.waiting {
 		if s.r.ID == id {
@@ -74,15 +79,12 @@ func (e *Engine) ResetPrefixCache() bool {
 	if c.used() > 0 {
 		return false
 	}
-	clear(c.entries)
-	c.head.prev, c.head.next = &c.head, &c.head
-	c.lru, c.empty, c.free = 0, c.numBlocks, nil
+	c.reset()
 	return true
 }
 
 func (s *seq) output() int { return max(1, s.r.Output) }
 func (s *seq) tokens() int { return s.r.Prompt + s.generated }
-func (s *seq) blocks() int { return len(s.committed) + s.private }
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 func (e *Engine) NextAt() float64 {
 	if !e.busy {
@@ -121,10 +123,12 @@ func (e *Engine) Advance(out []Event) []Event {
 	}
 	e.now = e.stepEnd
 	e.busy = false
+	out = append(out, e.pend...)
+	clear(e.pend)
+	e.pend = e.pend[:0]
 	for _, sc := range e.sched {
 		s := sc.s
 		s.computed += sc.n
-		out = e.commitFull(s, out)
 		if s.computed < s.tokens() {
 			continue // prefill chunk: more to compute
 		}
@@ -137,49 +141,45 @@ func (e *Engine) Advance(out []Event) []Event {
 			out = e.finish(s, out)
 		}
 	}
-	if ev := e.cache.takeEvicted(); ev != nil {
-		out = append(out, Event{Kind: Removed, Req: -1, Blocks: ev})
-	}
 	return e.start(out)
 }
 
-// commitFull commits s's prompt blocks whose tokens are all computed, reporting the newly
-// cached ones as one Stored run per contiguous stretch.
-func (e *Engine) commitFull(s *seq, out []Event) []Event {
-	upto := min(len(s.keys), s.computed/e.bs)
-	runStart := -1
-	flush := func(end int) {
-		if runStart < 0 {
-			return
-		}
-		ev := Event{Kind: Stored, Req: s.r.ID, First: runStart, Blocks: s.r.Blocks[runStart:end:end]}
-		if runStart > 0 {
-			ev.Parent, ev.HasParent = s.r.Blocks[runStart-1], true
-		}
-		out = append(out, ev)
-		runStart = -1
+// commit caches s's prompt blocks whose tokens are all computed once tokens are (vLLM's
+// cache_blocks, called from allocate_slots when the step is scheduled, so a block is a prefix
+// hit for any request scheduled after it, in this step or later). The newly cached blocks go
+// out as one Stored run, after any evictions that preceded it, when the step ends.
+func (e *Engine) commit(s *seq, tokens int) {
+	upto := min(len(s.keys), tokens/e.bs)
+	if upto <= s.ncommit {
+		return
 	}
-	for i := len(s.committed); i < upto; i++ {
-		b, stored := e.cache.commit(s.keys[i], s.r.Blocks[i])
-		s.private--
-		s.committed = append(s.committed, b)
-		if stored && runStart < 0 {
-			runStart = i
-		} else if !stored {
-			flush(i)
-		}
+	e.flushEvicted()
+	first := s.ncommit
+	for i := first; i < upto; i++ {
+		e.cache.commit(s.blocks[i], s.keys[i], s.r.Blocks[i])
 	}
-	flush(upto)
-	return out
+	s.ncommit = upto
+	ev := Event{Kind: Stored, Req: s.r.ID, First: first, Blocks: s.r.Blocks[first:upto:upto]}
+	if first > 0 {
+		ev.Parent, ev.HasParent = s.r.Blocks[first-1], true
+	}
+	e.pend = append(e.pend, ev)
+}
+
+// flushEvicted moves the evictions recorded so far into the pending events.
+func (e *Engine) flushEvicted() {
+	if ev := e.cache.takeEvicted(); ev != nil {
+		e.pend = append(e.pend, Event{Kind: Removed, Req: -1, Blocks: ev})
+	}
 }
 
 // release frees every block s holds, tail first.
 func (e *Engine) release(s *seq) {
-	for i := len(s.committed) - 1; i >= 0; i-- {
-		e.cache.unref(s.committed[i])
+	for i := len(s.blocks) - 1; i >= 0; i-- {
+		e.cache.unref(s.blocks[i])
 	}
-	e.cache.freePrivate(s.private)
-	s.committed, s.private = s.committed[:0], 0
+	clear(s.blocks)
+	s.blocks, s.ncommit = s.blocks[:0], 0
 }
 
 func (e *Engine) finish(s *seq, out []Event) []Event {
@@ -195,15 +195,13 @@ func (e *Engine) finish(s *seq, out []Event) []Event {
 
 // grow makes s hold the blocks for tokens computed tokens.
 func (e *Engine) grow(s *seq, tokens int) bool {
-	n := ceilDiv(tokens, e.bs) - s.blocks()
+	n := ceilDiv(tokens, e.bs) - len(s.blocks)
 	if n <= 0 {
 		return true
 	}
-	if !e.cache.allocPrivate(n) {
-		return false
-	}
-	s.private += n
-	return true
+	var ok bool
+	s.blocks, ok = e.cache.alloc(n, s.blocks)
+	return ok
 }
 
 // start schedules the next step (vLLM v1's schedule()): running requests first, newest
@@ -233,6 +231,7 @@ func (e *Engine) start(out []Event) []Event {
 		if !ok {
 			break
 		}
+		e.commit(s, s.computed+n)
 		e.sched = append(e.sched, scheduled{s, n})
 		budget -= n
 	}
@@ -254,10 +253,11 @@ func (e *Engine) start(out []Event) []Event {
 		for _, b := range hits {
 			e.cache.ref(b)
 		}
-		s.committed = append(s.committed[:0], hits...)
+		s.blocks = append(s.blocks[:0], hits...)
+		s.ncommit = len(hits)
 		s.computed = computed
-		e.cache.allocPrivate(newBlocks)
-		s.private = newBlocks
+		s.blocks, _ = e.cache.alloc(newBlocks, s.blocks)
+		e.commit(s, computed+n)
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		e.sched = append(e.sched, scheduled{s, n})
@@ -270,9 +270,7 @@ func (e *Engine) start(out []Event) []Event {
 	for _, s := range e.waiting {
 		s.waited = true
 	}
-	if ev := e.cache.takeEvicted(); ev != nil {
-		out = append(out, Event{Kind: Removed, Req: -1, Blocks: ev})
-	}
+	e.flushEvicted()
 	if len(e.sched) == 0 {
 		return out
 	}
@@ -323,5 +321,5 @@ func (e *Engine) CachedPrefix(blocks []uint64, prompt int) int {
 func (e *Engine) Stats() Stats {
 	c := e.cache
 	return Stats{Running: len(e.running), Waiting: len(e.waiting), UsedBlocks: c.used(), NumBlocks: c.numBlocks,
-		KVUsage: float64(c.used()) / float64(c.numBlocks), Preemptions: e.preempt, CachedBlocks: len(c.entries)}
+		KVUsage: float64(c.used()) / float64(c.numBlocks), Preemptions: e.preempt, CachedBlocks: c.ncached}
 }

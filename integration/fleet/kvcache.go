@@ -1,52 +1,66 @@
 package fleet
 
-// kvCache is an engine's block pool with prefix caching, after vLLM v1's KVCacheManager and
-// BlockPool: numBlocks blocks, each empty, private to one request (being computed, or holding
-// decode tokens), or cached under a chained key. Cached blocks are reference counted; those
-// with no reference sit on an LRU list (head.next is the least recently freed) and are
-// evicted, least recently freed first, only when a block is needed and no empty one is left.
+// kvCache is an engine's block pool with prefix caching, after vLLM v1's BlockPool
+// (vllm/v1/core/block_pool.py) and FreeKVCacheBlockQueue (vllm/v1/core/kv_cache_utils.py):
 //
-// Invariants: empty + private + len(entries) == numBlocks; an entry is on the LRU list iff
-// its refs == 0; lru counts the entries on the list.
+//   - numBlocks blocks, each free (refs 0) or held by requests (refs > 0). Every free block —
+//     never used, freed uncommitted, or cached — sits on ONE free queue. Allocation pops the
+//     queue's head whatever it holds: a cached block popped there is evicted (its key leaves
+//     the cache, a Removed id is recorded), even if uncommitted free blocks wait further back.
+//     So, as in vLLM, a freed uncommitted block ages in the queue like a cached one and the
+//     cache keeps the most recently freed blocks, not "every cached block before any empty one".
+//   - Freed blocks are appended at the tail in the order the caller frees them (the engine
+//     frees a request's blocks tail first, so its deepest blocks are evicted first).
+//   - A block is committed (gets a key) by the engine when the step that computes its last
+//     token is scheduled. Like vLLM, committing never de-duplicates: two requests that compute
+//     the same block each keep their own copy, both cached under the key; a lookup takes the
+//     oldest copy, and evicting one copy leaves the other cached.
+//
+// Invariants: nfree counts the blocks on the free queue, which are exactly those with
+// refs == 0; every committed block is in entries' chain for its key, and only those.
 type kvCache struct {
 	numBlocks int
-	empty     int
-	private   int
-	entries   map[uint64]*cblock
-	head      cblock // LRU sentinel
-	lru       int
-	free      []*cblock // recycled entries
+	blocks    []cblock
+	head      cblock // free-queue sentinel: head.next is evicted first
+	nfree     int
+	entries   map[uint64]*cblock // oldest cached copy of each key; copies chain via dup
+	ncached   int                // committed blocks (copies counted)
 	// evicted collects the block ids evicted since the owner last took them.
 	evicted []uint64
 }
 
 type cblock struct {
-	key        uint64 // chained key
+	key        uint64 // chained key (valid when committed)
 	id         uint64 // the caller's block id (what events carry)
+	committed  bool
 	refs       int
-	prev, next *cblock
+	prev, next *cblock // free-queue links (nil when held)
+	dup        *cblock // next younger copy with the same key
 }
 
 func newKVCache(numBlocks int) *kvCache {
-	c := &kvCache{numBlocks: numBlocks, empty: numBlocks, entries: make(map[uint64]*cblock)}
+	c := &kvCache{numBlocks: numBlocks, blocks: make([]cblock, numBlocks), entries: make(map[uint64]*cblock)}
 	c.head.prev, c.head.next = &c.head, &c.head
+	for i := range c.blocks {
+		c.pushTail(&c.blocks[i])
+	}
 	return c
 }
 
 func (c *kvCache) unlink(b *cblock) {
 	b.prev.next, b.next.prev = b.next, b.prev
 	b.prev, b.next = nil, nil
-	c.lru--
+	c.nfree--
 }
 
-func (c *kvCache) pushMRU(b *cblock) {
+func (c *kvCache) pushTail(b *cblock) {
 	b.prev, b.next = c.head.prev, &c.head
 	c.head.prev.next = b
 	c.head.prev = b
-	c.lru++
+	c.nfree++
 }
 
-// prefix returns the cached entries of the leading run of keys (appended to out).
+// prefix returns the cached blocks of the leading run of keys (appended to out).
 func (c *kvCache) prefix(keys []uint64, out []*cblock) []*cblock {
 	for _, k := range keys {
 		b, ok := c.entries[k]
@@ -58,10 +72,10 @@ func (c *kvCache) prefix(keys []uint64, out []*cblock) []*cblock {
 	return out
 }
 
-// available is how many blocks could be allocated now (empty or evictable).
-func (c *kvCache) available() int { return c.empty + c.lru }
+// available is how many blocks could be allocated now (vLLM's get_num_free_blocks).
+func (c *kvCache) available() int { return c.nfree }
 
-// ref takes a reference to a cached entry (off the LRU list if it was free).
+// ref takes a reference to a block (off the free queue if it was free: vLLM's touch).
 func (c *kvCache) ref(b *cblock) {
 	if b.refs == 0 {
 		c.unlink(b)
@@ -69,63 +83,68 @@ func (c *kvCache) ref(b *cblock) {
 	b.refs++
 }
 
-// unref drops a reference; at zero the entry becomes the most recently freed.
+// unref drops a reference; at zero the block joins the free queue's tail.
 func (c *kvCache) unref(b *cblock) {
 	b.refs--
 	if b.refs == 0 {
-		c.pushMRU(b)
+		c.pushTail(b)
 	}
 }
 
-// allocPrivate takes n blocks for a request's uncommitted tokens, evicting LRU entries when no
-// empty block is left. It reports false (and changes nothing) when fewer than n are available.
-func (c *kvCache) allocPrivate(n int) bool {
-	if n > c.available() {
-		return false
+// alloc appends n new blocks, each popped from the free queue's head (evicting it if it is
+// cached), to out and returns it; ok is false, and nothing changes, when fewer than n are free.
+func (c *kvCache) alloc(n int, out []*cblock) ([]*cblock, bool) {
+	if n > c.nfree {
+		return out, false
 	}
-	for c.empty < n {
-		c.evictOne()
+	for range n {
+		b := c.head.next
+		c.unlink(b)
+		if b.committed {
+			c.evict(b)
+		}
+		b.refs = 1
+		out = append(out, b)
 	}
-	c.empty -= n
-	c.private += n
-	return true
+	return out, true
 }
 
-// evictOne frees the least recently freed cached entry.
-func (c *kvCache) evictOne() {
-	b := c.head.next
-	c.unlink(b)
-	delete(c.entries, b.key)
-	c.evicted = append(c.evicted, b.id)
-	c.free = append(c.free, b)
-	c.empty++
-}
-
-// freePrivate returns n private blocks to the empty pool.
-func (c *kvCache) freePrivate(n int) {
-	c.private -= n
-	c.empty += n
-}
-
-// commit turns one private block, now fully computed, into the cached entry key (id): when
-// another request committed the same key meanwhile the private block is freed and that entry
-// referenced instead (stored is then false). The entry is returned referenced.
-func (c *kvCache) commit(key, id uint64) (b *cblock, stored bool) {
-	c.private--
-	if b, ok := c.entries[key]; ok {
-		c.empty++
-		c.ref(b)
-		return b, false
-	}
-	if n := len(c.free); n > 0 {
-		b = c.free[n-1]
-		c.free = c.free[:n-1]
-		*b = cblock{key: key, id: id, refs: 1}
+// evict drops committed block b from the cache.
+func (c *kvCache) evict(b *cblock) {
+	first := c.entries[b.key]
+	if first == b {
+		if b.dup != nil {
+			c.entries[b.key] = b.dup
+		} else {
+			delete(c.entries, b.key)
+		}
 	} else {
-		b = &cblock{key: key, id: id, refs: 1}
+		for p := first; p != nil; p = p.dup {
+			if p.dup == b {
+				p.dup = b.dup
+				break
+			}
+		}
 	}
-	c.entries[key] = b
-	return b, true
+	b.committed, b.dup = false, nil
+	c.ncached--
+	c.evicted = append(c.evicted, b.id)
+}
+
+// commit caches held block b under key (id is what events carry). A key already cached keeps
+// its older copy first; b joins as a younger copy (vLLM does not de-duplicate).
+func (c *kvCache) commit(b *cblock, key, id uint64) {
+	b.key, b.id, b.committed, b.dup = key, id, true, nil
+	c.ncached++
+	first, ok := c.entries[key]
+	if !ok {
+		c.entries[key] = b
+		return
+	}
+	for first.dup != nil {
+		first = first.dup
+	}
+	first.dup = b
 }
 
 // takeEvicted returns the ids evicted since the last call in a new slice (nil if none).
@@ -139,5 +158,15 @@ func (c *kvCache) takeEvicted() []uint64 {
 	return out
 }
 
-// used is the number of blocks held by requests (private or referenced).
-func (c *kvCache) used() int { return c.numBlocks - c.empty - c.lru }
+// used is the number of blocks held by requests.
+func (c *kvCache) used() int { return c.numBlocks - c.nfree }
+
+// reset uncommits every block (all must be free) keeping the free-queue order.
+func (c *kvCache) reset() {
+	for i := range c.blocks {
+		b := &c.blocks[i]
+		b.committed, b.dup = false, nil
+	}
+	clear(c.entries)
+	c.ncached = 0
+}

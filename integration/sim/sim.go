@@ -14,6 +14,12 @@ import (
 // to on one cluster network.
 const DefaultKVEventDelayMS = 5
 
+// DefaultScrapeIntervalMS is the metrics scrape period kvselect-sim uses unless told
+// otherwise: the Gateway API inference extension's endpoint picker (llm-d's EPP) refreshes
+// each model server's /metrics every 50 ms by default (DefaultRefreshMetricsInterval,
+// --refresh-metrics-interval), so a metrics-reading router decides on gauges up to 50 ms old.
+const DefaultScrapeIntervalMS = 50
+
 // Config describes one simulation run.
 type Config struct {
 	Workers int // number of workers (≥ 1)
@@ -289,9 +295,13 @@ func (s *simulation) handle(w int, evs []fleet.Event) {
 			st := &s.state[ev.Req]
 			r := &s.reqs[ev.Req]
 			st.queued = st.queued || ev.Waited
+			// The request's own engine already committed the blocks it is about to compute
+			// (vLLM caches them when it schedules them), so its hit there is CachedTokens.
 			avail := ev.CachedTokens
 			for _, o := range s.workers {
-				avail = max(avail, o.eng.CachedPrefix(r.Blocks, r.Input))
+				if o != wk {
+					avail = max(avail, o.eng.CachedPrefix(r.Blocks, r.Input))
+				}
 			}
 			s.hitTok += float64(ev.CachedTokens)
 			s.availTok += float64(avail)
