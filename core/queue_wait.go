@@ -220,6 +220,7 @@ func (s *Service) drainPartLocked(k engine.PartitionKey) {
 		resp, err := s.selectLocked(w.req, w.reserve)
 		s.queueStats.dispatched++
 		s.queueStats.waited += s.clock().Sub(w.parked)
+		s.queueStats.hist.observe(s.clock().Sub(w.parked))
 		w.done <- waitResult{resp, err}
 	}
 }
@@ -305,6 +306,7 @@ type queueCounters struct {
 	dispatched uint64        // parked requests selected (successfully or not)
 	abandoned  uint64        // parked requests whose caller went away first
 	waited     time.Duration // total time dispatched requests spent parked
+	hist       waitHist      // distribution of those waits (queue_waithist.go)
 }
 
 // partitionOf is the partition a request names (Dynamo's defaults for absent names).

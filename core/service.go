@@ -86,6 +86,7 @@ type Service struct {
 	repl  Replicator    // nil: replica sync disabled
 	kv    *kvIngest     // nil: KV events off or not started
 	rec   recoveryState // startup recovery and snapshot serving (recovery.go)
+	wf    *workersFile  // nil without a workers file (workersfile.go; guarded by catMu)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -241,6 +242,9 @@ var errPeerNotFound = &engine.Error{Kind: engine.ErrNotFound, Msg: "peer not fou
 func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
+	if err := s.fileOwnedLocked(spec.WorkerID); err != nil {
+		return WorkerRecord{}, err
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -261,6 +265,9 @@ func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error) {
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
+	if err := s.fileOwnedLocked(&id); err != nil {
+		return WorkerRecord{}, err
+	}
 	s.mu.Lock()
 	rec, err := s.eng.PatchWorker(id, patch)
 	s.flushLocked()
@@ -277,6 +284,9 @@ func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error
 func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
+	if err := s.fileOwnedLocked(&id); err != nil {
+		return WorkerRecord{}, err
+	}
 	s.mu.Lock()
 	rec, err := s.eng.DeleteWorker(id)
 	s.flushLocked()

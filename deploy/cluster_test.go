@@ -149,6 +149,9 @@ func TestShippedNATSClusterForms(t *testing.T) {
 			opts.Routes[j] = u
 		}
 		opts.NoSigs, opts.NoLog = true, true
+		if opts.PidFile != "" { // the pod's emptyDir; here a temporary directory
+			opts.PidFile = filepath.Join(t.TempDir(), "nats.pid")
+		}
 		s := natstest.RunServerWithOptions(t, opts)
 		if s.JetStreamEnabled() {
 			t.Errorf("%s runs JetStream", pod)

@@ -48,6 +48,11 @@ func copyTree(t *testing.T) string {
 	for _, rel := range []string{flagsSource, routesSource, envSource, goModSource} {
 		copyFile(rel)
 	}
+	extra, _ := filepath.Glob(filepath.Join(repoRoot, extraFlagSources))
+	for _, p := range extra {
+		rel, _ := filepath.Rel(repoRoot, p)
+		copyFile(rel)
+	}
 	err := filepath.WalkDir(filepath.Join(repoRoot, "deploy"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
 			return err

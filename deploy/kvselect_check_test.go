@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
 )
 
@@ -64,7 +65,7 @@ func newFlagSet(specs map[string]flagSpec) *flag.FlagSet {
 
 // fileFlags name files the binary reads at startup; each must be mounted.
 var fileFlags = []string{"aibrix-policy-file", "aibrix-auth-token-file", "router-tracking-key-file",
-	"nats-creds", "nats-tls-ca", "nats-tls-cert", "nats-tls-key"}
+	"nats-creds", "nats-tls-ca", "nats-tls-cert", "nats-tls-key", "workers-file", "auth-token-file", "tls-cert", "tls-key"}
 
 // checkKVSelect checks every kvselect container of v. Arguments are parsed once per pod, because
 // $(VAR) expansion makes them differ by pod (the replica id embeds the pod name); what does not
@@ -205,8 +206,14 @@ func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 			} else {
 				c.policies = append(c.policies, pol)
 			}
-		case "aibrix-auth-token-file":
+		case "aibrix-auth-token-file", "auth-token-file":
 			if _, err := aibrix.ParseTokens([]byte(content)); err != nil {
+				c.add(fmt.Errorf("%s: --%s: %w: %w", where, name, ErrPolicy, err))
+			}
+		case "workers-file":
+			// The file the binary will read first: it must parse, or every restart comes up
+			// with an empty catalog (and stays unready).
+			if _, err := core.ParseWorkersFile([]byte(content)); err != nil {
 				c.add(fmt.Errorf("%s: --%s: %w: %w", where, name, ErrPolicy, err))
 			}
 		}

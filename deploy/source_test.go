@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,10 +16,12 @@ import (
 // cmd/kvselect is package main, and reading the declarations keeps this package's tests
 // independent of the binary's wiring. The mutation tests copy exactly these files.
 const (
-	flagsSource  = "cmd/kvselect/flags.go"
-	routesSource = "http/api/server.go"
-	envSource    = "core/envconfig.go"
-	goModSource  = "go.mod"
+	flagsSource = "cmd/kvselect/flags.go"
+	// extraFlagSources are further files of the same flag set (a glob).
+	extraFlagSources = "cmd/kvselect/flags_*.go"
+	routesSource     = "http/api/server.go"
+	envSource        = "core/envconfig.go"
+	goModSource      = "go.mod"
 )
 
 // flagSpec is one flag declaration of kvselect's flag set.
@@ -311,6 +314,32 @@ func readSources(root string) (*sources, error) {
 	flagEnv, err := parseEnvNames(flagsSource, b)
 	if err != nil {
 		return nil, err
+	}
+	// Flag groups registered from their own files (cmd/kvselect/flags_*.go, e.g. flags_ops.go)
+	// belong to the same flag set.
+	extra, _ := filepath.Glob(root + "/" + extraFlagSources)
+	for _, path := range extra {
+		eb, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSource, err)
+		}
+		more, err := parseFlagDecls(eb)
+		if err != nil && !strings.Contains(err.Error(), "no fs.XxxVar declarations") {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for name, spec := range more {
+			if _, dup := s.flags[name]; dup {
+				return nil, fmt.Errorf("%s: %w: flag %q declared twice", path, ErrSource, name)
+			}
+			s.flags[name] = spec
+		}
+		env, err := parseEnvNames(path, eb)
+		if err != nil {
+			return nil, err
+		}
+		for k := range env {
+			flagEnv[k] = true
+		}
 	}
 	if b, err = read(routesSource); err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ type options struct {
 	logFormat         string
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
+	opsOptions                      // operator flags (flags_ops.go)
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
 
 	nats            natsOptions   // NATS security and bus robustness (natsflags.go)
@@ -128,10 +129,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.showVersion, "version", false, "print the version, Go version and VCS revision, then exit")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
+	o.opsOptions.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	applyNATSEnv(fs, o, os.Getenv)
+	if err := o.opsOptions.validate(); err != nil {
+		return nil, err
+	}
 	if err := o.nats.validate(o); err != nil {
 		return nil, err
 	}

@@ -145,9 +145,24 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("aibrix: %w", err)
 	}
+	opsCtx, opsStop := context.WithCancel(context.Background())
+	defer opsStop()
+	auth, err := setupAuth(opsCtx, o, log)
+	if err != nil {
+		return err
+	}
+	warnExposed(o, log)
+	if err := watchWorkersFile(opsCtx, o, svc); err != nil {
+		return err
+	}
 	metrics := api.NewMetrics(svc)
 	metrics.RegisterBuildInfo(bv.Version, bv.GoVersion, bv.Revision)
-	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: ab, AIBrixPath: o.aibrixPath})
+	metrics.WatchNATS(nc)
+	if auth != nil {
+		metrics.WatchAuth(auth)
+	}
+	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: metrics.InstrumentAIBrix(ab), AIBrixPath: o.aibrixPath,
+		Auth: auth, ReplicaID: replicaID})
 	drain := &drainState{svc: svc}
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
@@ -160,12 +175,12 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", replicaID, "embedded_nats", emb != nil,
-		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
+		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy, "tls", o.tlsCert != "", "auth", o.authTokenFile != "")
 	if emb != nil {
 		logEmbeddedURLs(log, emb)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serve(o, srv, ln) }()
 	// The first SIGINT or SIGTERM cancels ctx (ending a recovery in progress) and starts the
 	// shutdown; signal.Stop then restores the default action, so a second signal kills.
 	ctx, cancel := context.WithCancel(context.Background())

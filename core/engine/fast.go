@@ -286,6 +286,7 @@ func (e *Engine) materialize(sel *selection, best int, elig []bool, booking bool
 	}
 	sel.cands = cs
 	sel.pick = &cs[best-lo]
+	sel.fast, sel.elig = true, elig
 }
 
 // resize returns s with length n, reusing its capacity (contents unspecified).

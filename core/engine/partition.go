@@ -76,6 +76,8 @@ type partition struct {
 	// cands; empty when their span is too sparse to tabulate): response keys without allocating.
 	rankNames []string
 	rankBase  uint32
+	// quality accumulates the routing quality of bookings (quality.go).
+	quality RoutingQuality
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);

@@ -40,6 +40,8 @@ type selection struct {
 	pick    *scored
 	cands   []scored // the scored candidates (scratch-backed; valid until the next selection)
 	session string   // the session key when affinity routing applies
+	fast    bool     // chosen by chooseFast: per-rank overlap is in the fast scratch
+	elig    []bool   // fast path: the allowed_worker_ids mask (nil: every rank)
 }
 
 // Select picks a worker without booking load (POST /select). With a selection_id, the booking
@@ -102,6 +104,7 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 	}
 	resp.Booked = &Booked{SequenceHashes: toI64(sel.norm.seq), ISLTokens: sel.norm.isl, TrackPrefillTokens: sel.w.trackPrefill}
 	resp.KVHint = e.kvHint(sel, id)
+	e.noteQuality(sel)
 	return resp, nil
 }
 

@@ -21,6 +21,10 @@ type Options struct {
 	AIBrixPath string
 	// Metrics, when non-nil, instruments every route and is served at GET /metrics.
 	Metrics *Metrics
+	// Auth, when non-nil, requires bearer tokens on the Dynamo API (auth.go).
+	Auth *Auth
+	// ReplicaID is shown on the status page (GET /ui, GET /status).
+	ReplicaID string
 }
 
 // handlers binds the routes to a service.
@@ -36,7 +40,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handlers{svc: svc, log: opts.Logger}
-	r := httprouter.New()
+	r := newRouteRecorder()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
@@ -86,6 +90,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 		r.Handler(http.MethodGet, "/metrics", opts.Metrics.Handler())
 		r.Handler(http.MethodHead, "/metrics", opts.Metrics.Handler())
 	}
+	h.opsRoutes(r, opts)
 	if opts.AIBrix != nil {
 		path := opts.AIBrixPath
 		if path == "" {
@@ -97,7 +102,11 @@ func New(svc *core.Service, opts Options) http.Handler {
 			r.Handler(m, path, opts.AIBrix)
 		}
 	}
-	return escapedPathRouter{r}
+	var open []string
+	if opts.AIBrix != nil {
+		open = append(open, aibrixPath(opts))
+	}
+	return &apiHandler{Handler: opts.Auth.wrap(escapedPathRouter{r.Router}, open...), routes: r.routes}
 }
 
 // escapedPathRouter routes on the request's escaped path, as axum does, so that a path
