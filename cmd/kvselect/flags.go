@@ -57,6 +57,8 @@ type options struct {
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
+
+	limits limitOptions // --http-* and table limits (limits_flags.go)
 }
 
 // parseFlags parses args (without the program name).
@@ -106,7 +108,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	registerLimitFlags(fs, &o.limits)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.limits.validate(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

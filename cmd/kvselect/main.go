@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -127,17 +126,17 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("aibrix: %w", err)
 	}
-	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath})
-	srv := &http.Server{
-		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
+	metrics := api.NewMetrics(svc)
+	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: ab, AIBrixPath: o.aibrixPath})
+	// Deadlines, the connection cap and the body-memory budget (--http-*, README "Limits").
+	guard := api.NewGuard(o.limits.http, log)
+	metrics.MustRegister(guard)
+	srv := guard.Server(net.JoinHostPort(o.host, strconv.Itoa(o.port)), handler)
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		return err
 	}
+	ln = guard.Listener(ln)
 	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
 		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
 	errc := make(chan error, 1)
