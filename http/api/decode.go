@@ -80,7 +80,7 @@ func putBody(b *[]byte) {
 
 // maxPrealloc bounds the buffer sized from a declared Content-Length before any byte has
 // arrived: a client that declares 8 MiB and then stalls holds at most this much. Larger
-// bodies grow by append's policy as their bytes arrive.
+// bodies grow by doubling as their bytes arrive.
 const maxPrealloc = 64 << 10
 
 // readBody reads the whole body into a pooled buffer (return it with putBody). A declared
@@ -105,19 +105,24 @@ func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 		}
 		b = make([]byte, 0, size)
 	}
-	// Read until EOF into the spare capacity, growing (by append's policy) only when full.
+	// Read until EOF into the spare capacity, growing only when full.
 	// With a declared length the buffer already has one spare byte, so the read that returns
 	// EOF needs no growth and a typical body costs no allocation at all.
 	for {
 		if len(b) == cap(b) {
-			old := cap(b)
-			grown := append(b, 0)[:len(b)]
-			if bb != nil && !bb.reserve(int64(cap(grown)-old)) {
+			// Double, up to the declared length: the buffers outgrown stay garbage until the
+			// next GC, so they are reserved too (never released before the request ends), and
+			// doubling keeps their sum below the final size.
+			size := max(2*cap(b), 4<<10)
+			if n := int(r.ContentLength); n >= len(b) && n < maxBody+1 {
+				size = min(size, n+1)
+			}
+			if bb != nil && !bb.reserve(int64(size)) {
 				*bp = b
 				putBody(bp)
 				return nil, budgetErr(w, bb)
 			}
-			b = grown
+			b = append(make([]byte, 0, size), b...)
 		}
 		n, err := src.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,41 @@ type Guard struct {
 	bodyRejected  atomic.Uint64 // requests refused because MaxBodyBytesInFlight was reached
 	bodyTimeouts  atomic.Uint64 // request bodies cut by ReadTimeout
 	bodyPeak      atomic.Int64  // highest bodyBytes seen
+
+	released     atomic.Int64 // body bytes released since the last return of memory to the OS
+	freeSched    atomic.Bool  // a return of memory to the OS is scheduled
+	lastFree     atomic.Int64 // unix nanos of the last return
+	memReturns   atomic.Uint64
+	freeInterval time.Duration
+}
+
+// freeThreshold is how many released body bytes trigger returning memory to the OS.
+const freeThreshold = 16 << 20
+
+// noteReleased returns freed request-body memory to the OS once at least freeThreshold bytes
+// were released, at most once per freeInterval (default 5 s). Without it an idle process
+// keeps the pages of a burst of large (or stalled and cut) bodies resident: nothing allocates,
+// so no GC runs until the 2-minute forced one, and the scavenger only returns what a GC freed.
+// debug.FreeOSMemory forces that GC and the return; the rate limit bounds its cost under load.
+func (g *Guard) noteReleased(n int64) {
+	if g.released.Add(n) < freeThreshold || !g.freeSched.CompareAndSwap(false, true) {
+		return
+	}
+	iv := g.freeInterval
+	if iv == 0 {
+		iv = 5 * time.Second
+	}
+	wait := time.Duration(g.lastFree.Load()+int64(iv)) - time.Duration(time.Now().UnixNano())
+	go func() {
+		if wait > 0 {
+			time.Sleep(wait) // rate limit, not synchronisation
+		}
+		g.released.Store(0)
+		debug.FreeOSMemory()
+		g.lastFree.Store(time.Now().UnixNano())
+		g.memReturns.Add(1)
+		g.freeSched.Store(false)
+	}()
 }
 
 // NewGuard returns a guard for l; log receives refusals at debug level (nil: discard).
@@ -103,6 +139,9 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 		r.Body = bb
 		defer func() {
 			g.bodyBytes.Add(-bb.held)
+			if bb.held > maxPooledBody {
+				g.noteReleased(bb.held) // small bodies live in the pools, not worth returning
+			}
 			if bb.timedOut {
 				g.bodyTimeouts.Add(1)
 			}

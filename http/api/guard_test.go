@@ -100,13 +100,13 @@ func TestGuardCutsSlowBody(t *testing.T) {
 func TestGuardBodyBudget(t *testing.T) {
 	lim := api.DefaultLimits()
 	lim.ReadTimeout = 2 * time.Second
-	lim.MaxBodyBytesInFlight = 3 << 20
+	lim.MaxBodyBytesInFlight = 5 << 20
 	addr, g := guardedServer(t, lim)
-	first := stalledUpload(t, addr, 8<<20-1, 2<<20)
-	poll.True(t, 30*time.Second, "first body buffered", func() bool { return g.Stats().BodyBytes >= 2<<20 })
-	second := stalledUpload(t, addr, 8<<20-1, 2<<20)
+	first := stalledUpload(t, addr, 8<<20-1, 3<<19)
+	poll.True(t, 30*time.Second, "first body buffered", func() bool { return g.Stats().BodyBytes >= 3<<19 })
+	second := stalledUpload(t, addr, 8<<20-1, 3<<19)
 	status, body := readStatus(t, second)
-	if status != http.StatusServiceUnavailable || !strings.Contains(body, "--http-max-body-bytes-in-flight 3145728") {
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "--http-max-body-bytes-in-flight 5242880") {
 		t.Fatalf("over-budget body: %d %s, want 503 naming the budget", status, body)
 	}
 	if st := g.Stats(); st.BodyRejected != 1 || st.BodyPeak > lim.MaxBodyBytesInFlight {
