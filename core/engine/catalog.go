@@ -188,7 +188,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		p.tracker.AddOwner(loadOwner(Owner{Worker: id, Rank: r}))
 	}
-	p.rebuild()
+	p.addCands(w) // incremental: O(log n) search + one splice (partition_cands.go)
 	return w
 }
 
@@ -252,7 +252,7 @@ func (e *Engine) detach(old, next *worker) {
 	// An emptied partition stays (spec §2.8: a partition exists once a valid worker registered in
 	// it): /loads keeps listing it, a replayed reservation answers 503 and books once a worker
 	// is back (spec §2.6), and the next worker may reshape it.
-	p.rebuild()
+	p.dropCands(old.id)
 }
 
 // schedulableCandidate reports whether a freshly reconciled worker is about to become

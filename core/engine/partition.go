@@ -76,6 +76,8 @@ type partition struct {
 	// cands; empty when their span is too sparse to tabulate): response keys without allocating.
 	rankNames []string
 	rankBase  uint32
+	// rankSparse: the candidates' ranks were found too sparse to tabulate (partition_cands.go).
+	rankSparse bool
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);

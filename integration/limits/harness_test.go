@@ -40,6 +40,10 @@ func runMain(m *testing.M) int {
 	if testing.Short() || runtime.GOOS != "linux" {
 		return m.Run()
 	}
+	if b := os.Getenv("KVSELECT_LIMITS_BIN"); b != "" { // measure another build (a "before")
+		kvselectBin = b
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "kvselect-limits-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "limits:", err)
