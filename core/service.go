@@ -79,6 +79,7 @@ type Service struct {
 	queueStats queueCounters
 	drainKeys  []engine.PartitionKey
 	queued     atomic.Int64
+	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
 
 	cfg   Config
 	log   *slog.Logger
@@ -314,6 +315,9 @@ func (s *Service) Ready() Readiness {
 
 // Select picks a worker without booking (POST /select).
 func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
+	if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -331,6 +335,9 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 
 // SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
 func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) {
+	if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -350,6 +357,11 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 
 // Reserve books after a /select (POST /reservations).
 func (s *Service) Reserve(req *ReservationRequest) (*ReservationResponse, error) {
+	if req.WorkerID != nil { // the explicit form carries a prompt
+		if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -402,6 +414,9 @@ func (s *Service) Loads(model, group string) []PartitionLoads {
 
 // PotentialLoads projects a prompt onto every rank (POST /potential_loads).
 func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+	if err := s.prepare(q.ModelName, q.RoutingGroup, &q.Prompt, q.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eng.PotentialLoads(q)
@@ -409,6 +424,9 @@ func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
 
 // OverlapScores returns tiered overlap rows for a prompt (POST /overlap_scores).
 func (s *Service) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
+	if err := s.prepare(q.ModelName, q.RoutingGroup, &q.Prompt, q.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eng.OverlapScores(q)

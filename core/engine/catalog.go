@@ -245,7 +245,7 @@ func (e *Engine) detach(old, next *worker) {
 				if r := e.resv[id]; r != nil {
 					p.releaseSession(r.session)
 				}
-				delete(e.resv, id)
+				e.delRow(id)
 			}
 		}
 	}

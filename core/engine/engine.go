@@ -46,6 +46,10 @@ type Engine struct {
 	// scratch buffers reused across selections (the engine is single-threaded).
 	scratch selectScratch
 	dups    []uint64 // scratch of the duplicate-hash check of long stored chains
+
+	// lim is cfg.Limits resolved; bounds holds the bounded tables' counters (limits*.go).
+	lim    Limits
+	bounds boundState
 }
 
 // Options carries what the engine cannot obtain itself.
@@ -82,7 +86,9 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		writerID: opts.WriterID,
 		scoring:  opts.Scoring,
 		pending:  newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
+		lim:      cfg.Limits.resolved(),
 	}
+	e.bounds.perWorker = make(map[uint64]int)
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
 		if err != nil {
@@ -155,7 +161,7 @@ func (e *Engine) Sweep(now time.Time) int {
 		for _, id := range ids {
 			freed++
 			r := e.resv[id]
-			delete(e.resv, id)
+			e.delRow(id)
 			if r != nil {
 				p.releaseSession(r.session)
 			}
