@@ -30,6 +30,9 @@ func (e *Engine) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 	if spec.RoutingGroup == nil {
 		spec.RoutingGroup = ptr(DefaultName)
 	}
+	if err := e.admitWorker(*spec.WorkerID, PartitionKey{Model: *spec.ModelName, Group: *spec.RoutingGroup}); err != nil {
+		return WorkerRecord{}, err
+	}
 	w := e.reconcile(*spec.WorkerID, spec)
 	return w.record(), nil
 }
@@ -45,6 +48,9 @@ func (e *Engine) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error)
 	}
 	s := old.spec // shallow copy; maps are replaced wholesale, never mutated
 	mergePatch(&s, &patch)
+	if err := e.admitWorker(id, PartitionKey{Model: *s.ModelName, Group: *s.RoutingGroup}); err != nil {
+		return WorkerRecord{}, err
+	}
 	w := e.reconcile(id, s)
 	return w.record(), nil
 }

@@ -14,6 +14,7 @@ type boundState struct {
 	DroppedPeerBookings   uint64 // peer admissions dropped by a booking limit
 	RejectedWorkers       uint64 // registrations refused by MaxWorkers
 	RejectedPartitions    uint64 // registrations refused by MaxPartitions
+	ReclaimedPartitions   uint64 // empty partitions deleted to make room under MaxPartitions
 	IndexEvicted          uint64 // KV-index blocks evicted by a rank's budget
 	ApproxPruned          uint64 // approximate-index entries pruned by ApproxMaxBlocks
 	ApproxPrunes          uint64 // prune passes
