@@ -92,3 +92,11 @@ func (e *Engine) admitBooking(worker uint64, blocks int) error {
 	}
 	return nil
 }
+
+// approxTarget is the entry count the approximate index is pruned down to.
+func (e *Engine) approxTarget() int {
+	if e.lim.ApproxMaxBlocks == unlimited {
+		return unlimited
+	}
+	return int(float64(e.lim.ApproxMaxBlocks) * e.lim.ApproxPruneRatio)
+}
