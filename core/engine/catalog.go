@@ -239,6 +239,7 @@ func (e *Engine) detach(old, next *worker) {
 		keepBlocks, keepLoad := keep(r)
 		if !keepBlocks {
 			p.index.ClearOwner(o)
+			p.forgetOrder(o)
 			if p.approx != nil {
 				p.approx.dropOwner(o)
 			}
