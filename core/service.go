@@ -35,6 +35,9 @@ type Config struct {
 	// Scoring adds custom scorers and a custom picker to selection (engine.Scoring documents
 	// the pipeline and the contract for implementations).
 	Scoring engine.Scoring
+	// MaxKVListeners bounds the KV-event listeners (0: DefaultMaxKVListeners, negative: none);
+	// see kvingest_limits.go.
+	MaxKVListeners int
 }
 
 // Replicator publishes this replica's lifecycle events to its peers and manages the peer set.

@@ -4,14 +4,16 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/api"
 )
 
 // limitOptions are the --http-* server limits (issue 15); defaults are api.DefaultLimits.
 type limitOptions struct {
-	http   api.Limits
-	engine engine.Limits
+	http         api.Limits
+	engine       engine.Limits
+	maxListeners int
 }
 
 // registerLimitFlags adds the limit flags to fs.
@@ -35,7 +37,7 @@ func registerLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.IntVar(&o.engine.MaxIndexBlocksPerRank, "max-index-blocks-per-rank", e.MaxIndexBlocksPerRank, "KV-index budget of a rank whose worker declared no total_kv_blocks (-1 = unlimited)")
 	fs.IntVar(&o.engine.ApproxMaxBlocks, "approx-max-blocks", e.ApproxMaxBlocks, "approximate-index (use_kv_events=false) entries per partition before pruning (Dynamo's max_tree_size; -1 = unlimited)")
 	fs.Float64Var(&o.engine.ApproxPruneRatio, "approx-prune-ratio", e.ApproxPruneRatio, "the approximate index is pruned to this fraction of --approx-max-blocks")
-	fs.IntVar(&o.engine.MaxSessions, "max-sessions", e.MaxSessions, "session-affinity bindings per partition; new sessions beyond it route unbound (-1 = unlimited)")
+	fs.IntVar(&o.maxListeners, "max-kv-listeners", core.DefaultMaxKVListeners, "KV-event listeners (ZMQ SUB sockets); ranks beyond it, or on an endpoint another rank already uses, get a failed listener (-1 = unlimited)")
 	fs.Int64Var(&o.http.MaxBodyBytesInFlight, "http-max-body-bytes-in-flight", d.MaxBodyBytesInFlight, "HTTP: memory held by request bodies being read, over all requests; beyond it a request gets 503 (0 = unlimited)")
 }
 

@@ -102,7 +102,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	defer nc.Close()
 
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval})
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval, MaxKVListeners: o.limits.maxListeners})
 	if err != nil {
 		return err
 	}

@@ -54,9 +54,6 @@ type Limits struct {
 	// ApproxPruneRatio of it (default 0.8), earliest expiry first, deepest block first on ties.
 	ApproxMaxBlocks  int
 	ApproxPruneRatio float64
-	// MaxSessions bounds session-affinity bindings per partition (default 2^18); past it a new
-	// session is routed without a binding (counted).
-	MaxSessions int
 }
 
 // DefaultLimits returns the documented defaults.
@@ -73,7 +70,6 @@ func DefaultLimits() Limits {
 		MaxIndexBlocksPerRank: 1 << 20,
 		ApproxMaxBlocks:       1 << 20,
 		ApproxPruneRatio:      0.8,
-		MaxSessions:           1 << 18,
 	}
 }
 
@@ -88,7 +84,6 @@ func (l Limits) resolved() Limits {
 		{&l.MaxBookings, &d.MaxBookings}, {&l.MaxBookingsPerWorker, &d.MaxBookingsPerWorker},
 		{&l.MaxWorkers, &d.MaxWorkers}, {&l.MaxPartitions, &d.MaxPartitions},
 		{&l.MaxIndexBlocksPerRank, &d.MaxIndexBlocksPerRank}, {&l.ApproxMaxBlocks, &d.ApproxMaxBlocks},
-		{&l.MaxSessions, &d.MaxSessions},
 	}
 	for _, f := range ints {
 		switch {

@@ -18,7 +18,6 @@ type boundState struct {
 	IndexEvicted          uint64 // KV-index blocks evicted by a rank's budget
 	ApproxPruned          uint64 // approximate-index entries pruned by ApproxMaxBlocks
 	ApproxPrunes          uint64 // prune passes
-	SessionsRefused       uint64 // sessions routed without a binding because MaxSessions was full
 }
 
 // LimitStats is a snapshot of the bounded tables' sizes, limits and counters.
