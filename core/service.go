@@ -83,6 +83,8 @@ type Service struct {
 	drainKeys  []engine.PartitionKey
 	queued     atomic.Int64
 	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
+	// approxDraining: a goroutine is draining deferred approximate indexing (approx_drain.go).
+	approxDraining atomic.Bool
 
 	cfg   Config
 	log   *slog.Logger
@@ -199,6 +201,7 @@ func (s *Service) sweepLoop() {
 			}
 		case <-recheck.C:
 			s.recheckQueue()
+			s.drainApprox() // deferred approximate indexing a booking left (approx_drain.go)
 		}
 	}
 }
@@ -341,6 +344,7 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 	if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
 		return nil, err
 	}
+	defer s.drainApprox() // runs after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -365,6 +369,7 @@ func (s *Service) Reserve(req *ReservationRequest) (*ReservationResponse, error)
 			return nil, err
 		}
 	}
+	defer s.drainApprox() // runs after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {

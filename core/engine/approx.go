@@ -23,6 +23,13 @@ type approxTTL struct {
 	last     int64               // the latest deadline queued
 	chain    []radix.StoredBlock // scratch
 	one      [1]uint64           // scratch for single-entry removals
+
+	// Deferred work (approx_steps.go): bookings' blocks not yet recorded, and a prune in
+	// progress. listed: the partition is in the engine's approxList.
+	backlog []approxJob
+	bhead   int
+	pruning bool
+	listed  bool
 }
 
 type approxKey struct {
@@ -94,6 +101,7 @@ func (a *approxTTL) expire(ix *radix.Index, now int64) {
 
 // dropOwner forgets an owner whose index entries were cleared.
 func (a *approxTTL) dropOwner(o Owner) {
+	a.dropJobs(o)
 	for k := range a.deadline {
 		if k.owner == o {
 			delete(a.deadline, k)
@@ -113,24 +121,22 @@ func chainMix(prev, b uint64) uint64 {
 	return x
 }
 
-// prune enforces the approximate index's block budget the way Dynamo's pruning does (its
-// PruneConfig: max_tree_size 2^20, prune_target_ratio 0.8): once more than max (owner, block)
-// entries are recorded, entries are removed until target remain, earliest expiry first and,
-// among entries expiring together (one booking's blocks), the deepest block first, so that the
-// prefixes that stay are whole. It returns how many entries it removed.
-func (a *approxTTL) prune(ix *radix.Index, max, target int) int {
-	if len(a.deadline) <= max {
-		return 0
-	}
+// pruneSome enforces the approximate index's block budget the way Dynamo's pruning does (its
+// PruneConfig: max_tree_size 2^20, prune_target_ratio 0.8): once more than the budget of
+// (owner, block) entries are recorded, entries are removed until target remain, earliest
+// expiry first and, among entries expiring together (one booking's blocks), the deepest block
+// first, so that the prefixes that stay are whole. It removes at most limit entries per call
+// (approx_steps.go spreads a prune over steps) and returns how many it removed.
+func (a *approxTTL) pruneSome(ix *radix.Index, target, limit int) int {
 	removed := 0
-	for len(a.deadline) > target && a.head < len(a.queue) {
+	for len(a.deadline) > target && a.head < len(a.queue) && removed < limit {
 		// The run of items expiring at the head's time, pruned back to front.
 		at := a.queue[a.head].at
 		end := a.head
 		for end < len(a.queue) && a.queue[end].at == at {
 			end++
 		}
-		for i := end - 1; i >= a.head && len(a.deadline) > target; i-- {
+		for i := end - 1; i >= a.head && len(a.deadline) > target && removed < limit; i-- {
 			it := a.queue[i]
 			if d, ok := a.deadline[it.key]; ok && d == it.at {
 				delete(a.deadline, it.key)
@@ -139,7 +145,7 @@ func (a *approxTTL) prune(ix *radix.Index, max, target int) int {
 				removed++
 			}
 		}
-		if len(a.deadline) > target {
+		if len(a.deadline) > target && removed < limit {
 			a.head = end // the whole run is gone (or superseded)
 		}
 	}

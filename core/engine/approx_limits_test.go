@@ -83,3 +83,41 @@ func TestApproxPruneOrder(t *testing.T) {
 		t.Fatalf("new booking matches %d blocks, want 15", got)
 	}
 }
+
+// TestApproxSteps: a booking larger than one step records its first approxChunk blocks at
+// once and the rest through ApproxWork, in steps, ending with the same index as one pass; a
+// worker deleted meanwhile drops its backlog.
+func TestApproxSteps(t *testing.T) {
+	e := newEngine(t, approxConfig())
+	mustUpsert(t, e, spec(1))
+	mustUpsert(t, e, spec(2))
+	const blocks = 3*approxChunk + 100
+	prompt := toks(0, blocks*4)
+	_, err := e.Reserve(&ReservationRequest{SelectionID: ptr("big"), WorkerID: ptr(uint64(1)), Prompt: Prompt{TokenIDs: prompt}}, t0)
+	noErr(t, err)
+	matched := func() uint64 {
+		resp, err := e.Select(&SelectRequest{Prompt: Prompt{TokenIDs: prompt}, AllowedWorkerIDs: []uint64{1}}, t0)
+		noErr(t, err)
+		return resp.Overlap.LongestMatched / 4
+	}
+	if got := matched(); got != approxChunk {
+		t.Fatalf("after the booking %d blocks recorded, want the first step's %d", got, approxChunk)
+	}
+	steps := 0
+	for e.ApproxWork(approxChunk) {
+		steps++
+	}
+	if got := matched(); got != blocks || steps != 2 {
+		t.Fatalf("after %d more steps %d blocks recorded, want %d after 2", steps, got, blocks)
+	}
+	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("big2"), WorkerID: ptr(uint64(2)), Prompt: Prompt{TokenIDs: toks(1_000_000, blocks*4)}}, t0)
+	noErr(t, err)
+	if _, err := e.DeleteWorker(2); err != nil {
+		t.Fatal(err)
+	}
+	for e.ApproxWork(approxChunk) {
+	}
+	if n := e.parts[defKey].index.OwnerEntries(Owner{Worker: 2}); n != 0 {
+		t.Fatalf("deleted worker's backlog recorded %d entries", n)
+	}
+}

@@ -50,6 +50,8 @@ type Engine struct {
 	// lim is cfg.Limits resolved; bounds holds the bounded tables' counters (limits*.go).
 	lim    Limits
 	bounds boundState
+	// approxList holds the partitions with deferred approximate indexing (approx_steps.go).
+	approxList []*partition
 }
 
 // Options carries what the engine cannot obtain itself.

@@ -180,11 +180,7 @@ func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill ui
 	}
 	e.putRow(id, &reservation{key: p.key, owner: o, blocks: len(n.seq)})
 	if p.approx != nil && len(n.block) > 0 {
-		p.approx.record(p.index, o, n.block, now.UnixNano()+int64(e.cfg.TTL))
-		if n := p.approx.prune(p.index, e.lim.ApproxMaxBlocks, e.approxTarget()); n > 0 {
-			e.bounds.ApproxPruned += uint64(n)
-			e.bounds.ApproxPrunes++
-		}
+		e.enqueueApprox(p, o, n.block, now.UnixNano()+int64(e.cfg.TTL)) // in bounded steps (approx_steps.go)
 	}
 	if p.predicted != nil && len(n.block) > 0 {
 		p.predicted.record(o, n.block, now.UnixNano()+int64(*e.cfg.PredictedTTL))
