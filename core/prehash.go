@@ -8,7 +8,6 @@ import (
 // Below it the work (< ~10 µs) costs less than taking the lock a second time for the plan.
 const prehashMin = 1024
 
-
 // prepare checks a prompt against the per-request limits and, for a large prompt, hashes it
 // outside the engine lock (engine/prehash.go): the partition's hashing plan is read under the
 // lock in O(1), the hashing runs without it, and the engine uses the result when the
