@@ -78,4 +78,10 @@ func TestParseFlagsRejects(t *testing.T) {
 	if err := run(context.Background(), []string{"--kv-events", "udp://x:1"}, io.Discard, nil); err == nil {
 		t.Error("bad endpoint accepted")
 	}
+	if err := run(context.Background(), []string{"--model", "nope", "--kv-events", "tcp://127.0.0.1:0", "--replay", "", "--http", "127.0.0.1:0"}, io.Discard, nil); err == nil {
+		t.Error("unknown model accepted")
+	}
+	if o, err := parseFlags([]string{"--model", "h100-8b"}, io.Discard); err != nil || o.cfg.Model != "h100-8b" {
+		t.Errorf("--model h100-8b: %v %+v", err, o.cfg.Model)
+	}
 }
