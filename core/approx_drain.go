@@ -1,5 +1,7 @@
 package core
 
+import "runtime"
+
 // drainApprox performs the engine's deferred approximate indexing (engine/approx_steps.go) in
 // steps of one approxChunk-sized lock hold each, so that a huge booking's blocks enter the
 // approximate index without holding the lock for the whole prompt: selections interleave
@@ -17,6 +19,7 @@ func (s *Service) drainApprox() {
 			if !more {
 				break
 			}
+			runtime.Gosched() // let waiting selections take the lock before the next step
 		}
 		s.approxDraining.Store(false)
 		s.mu.Lock()
@@ -28,5 +31,5 @@ func (s *Service) drainApprox() {
 	}
 }
 
-// approxStep is the work per lock hold (blocks recorded or pruned): ~4–8 ms at most.
-const approxStep = 4096
+// approxStep is the work per lock hold (blocks recorded or pruned): a few ms at most.
+const approxStep = 1024

@@ -26,10 +26,11 @@ type approxTTL struct {
 
 	// Deferred work (approx_steps.go): bookings' blocks not yet recorded, and a prune in
 	// progress. listed: the partition is in the engine's approxList.
-	backlog []approxJob
-	bhead   int
-	pruning bool
-	listed  bool
+	backlog       []approxJob
+	bhead         int
+	pendingBlocks int // blocks in backlog not yet recorded
+	pruning       bool
+	listed        bool
 }
 
 type approxKey struct {

@@ -18,6 +18,7 @@ type boundState struct {
 	IndexEvicted          uint64 // KV-index blocks evicted by a rank's budget
 	ApproxPruned          uint64 // approximate-index entries pruned by ApproxMaxBlocks
 	ApproxPrunes          uint64 // prune passes
+	ApproxBacklogDropped  uint64 // booked blocks not recorded because the approximate backlog was full
 }
 
 // LimitStats is a snapshot of the bounded tables' sizes, limits and counters.
