@@ -13,9 +13,10 @@ const DefaultMaxKVListeners = 4096
 // Listener bounds. Each listener is a socket, a goroutine and decode buffers; a catalog of
 // 16k workers × 1024 ranks would otherwise open millions. Two bounds apply when a rank's
 // listener would start (kvIngest.reconcile):
-//   - one listener per endpoint: a rank whose event endpoint already feeds another (worker,
-//     rank) gets no second SUB socket (its status is failed, naming the owner); events from one
-//     publisher are attributed to one rank only;
+//   - one listener per endpoint and partition: a rank whose event endpoint already feeds
+//     another (worker, rank) of the same partition gets no second SUB socket (its status is
+//     failed, naming the owner), so one publisher's blocks are never indexed for two ranks of
+//     one partition; workers of different partitions may share a publisher;
 //   - at most Config.MaxKVListeners listeners in total (--max-kv-listeners).
 //
 // Both refusals show as a failed listener in GET /workers and kvselect_kv_listeners, and are
@@ -31,9 +32,9 @@ type listenerBook struct {
 // admitListener checks src against the listener bounds (kv.mu held).
 func (kv *kvIngest) admitListener(src engine.EventSource) error {
 	b := &kv.book
-	if o, ok := b.byEndpoint[src.Endpoint]; ok && o != src.Owner {
+	if o, ok := b.byEndpoint[endpointKey(src)]; ok && o != src.Owner {
 		b.refused++
-		return fmt.Errorf("endpoint %s already feeds worker %d dp_rank %d: one listener per endpoint", src.Endpoint, o.Worker, o.Rank)
+		return fmt.Errorf("endpoint %s already feeds worker %d dp_rank %d of %s: one listener per endpoint and partition", src.Endpoint, o.Worker, o.Rank, src.Partition)
 	}
 	max := kv.svc.cfg.MaxKVListeners
 	if max == 0 {
@@ -54,12 +55,17 @@ func (kv *kvIngest) noteStarted(rl *rankListener) {
 	if kv.book.byEndpoint == nil {
 		kv.book.byEndpoint = make(map[string]engine.Owner)
 	}
-	kv.book.byEndpoint[rl.src.Endpoint] = rl.src.Owner
+	kv.book.byEndpoint[endpointKey(rl.src)] = rl.src.Owner
+}
+
+// endpointKey scopes an endpoint to its partition.
+func endpointKey(src engine.EventSource) string {
+	return src.Partition.Model + "\x00" + src.Partition.Group + "\x00" + src.Endpoint
 }
 
 // noteClosed forgets a listener being closed (kv.mu held).
 func (kv *kvIngest) noteClosed(rl *rankListener) {
-	if o, ok := kv.book.byEndpoint[rl.src.Endpoint]; ok && rl.l != nil && o == rl.src.Owner {
-		delete(kv.book.byEndpoint, rl.src.Endpoint)
+	if k := endpointKey(rl.src); rl.l != nil && kv.book.byEndpoint[k] == rl.src.Owner {
+		delete(kv.book.byEndpoint, k)
 	}
 }
