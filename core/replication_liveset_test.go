@@ -127,12 +127,12 @@ func TestLiveSetReleasesUnlistedBookings(t *testing.T) {
 	if len(r.br.pendingSets) != 0 {
 		t.Fatalf("pending sets %v", r.br.pendingSets)
 	}
-	for i := range maxPendingLiveSets {
+	for i := range DefaultMaxPendingLiveSets {
 		p := chunk("a", 5, 0, 2)
 		p.Model = fmt.Sprint("filler-", i)
 		r.br.applyLiveSet(p)
 	}
-	if len(r.br.pendingSets) != maxPendingLiveSets {
+	if len(r.br.pendingSets) != DefaultMaxPendingLiveSets {
 		t.Fatalf("%d pending sets, want the table full", len(r.br.pendingSets))
 	}
 	r.br.applyLiveSet(chunk("a", 6, 0, 1, "a1"))
@@ -260,7 +260,7 @@ func TestLiveSetRecoversMissedAdmission(t *testing.T) {
 	if _, err := b.svc.UpsertWorker(testWorker(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, natstest.ReadyTimeout, func() error {
 		if got := activeRequests(b.svc); got != 1 {
 			return fmt.Errorf("b has %d requests, want the missed one", got)
 		}

@@ -34,7 +34,7 @@ func TestRunServesAndStops(t *testing.T) {
 	case u = <-upc:
 	case err := <-done:
 		t.Fatalf("run returned early: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("worker did not come up")
 	}
 	cfg := u.w.Config()
@@ -58,7 +58,7 @@ func TestRunServesAndStops(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("run did not stop")
 	}
 }

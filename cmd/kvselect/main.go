@@ -52,11 +52,19 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bv := readBuildVersion()
+	if o.showVersion {
+		fmt.Println(bv)
+		return nil
+	}
+	if err := checkStartup(o); err != nil {
+		return err
+	}
 	log, err := newLogger(o, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := core.ConfigFromEnv(os.LookupEnv)
+	cfg, err := core.ConfigFromEnvLogged(os.LookupEnv, log)
 	if err != nil {
 		return err
 	}
@@ -67,11 +75,7 @@ func run(args []string, stderr io.Writer) error {
 	replicaID := o.replicaID
 	if replicaID == "" {
 		host, _ := os.Hostname()
-		port := o.replicaSyncPort
-		if port == 0 {
-			port = o.port
-		}
-		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port))
+		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.syncPort()))
 	}
 
 	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
@@ -89,26 +93,40 @@ func run(args []string, stderr io.Writer) error {
 		if o.natsClusterListen != "" {
 			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
+		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
+			return err
+		}
 		emb, err = bus.StartEmbedded(eo)
 		if err != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
 		}
 		defer func() { _ = emb.Shutdown() }()
 		connCfg.Embedded = emb
+		if u := emb.MonitorURL(); u != "" {
+			log.Info("embedded NATS monitoring", "url", u)
+		}
+	} else if err := applyNATSSecurity(o, replicaID, &connCfg, nil); err != nil {
+		return err
 	}
 	nc, err := bus.Connect(connCfg)
 	if err != nil {
 		return fmt.Errorf("NATS: %w", err)
 	}
 	defer nc.Close()
+	if o.natsURL != "" {
+		reportUnreachableNATS(log, nc, o.natsURL)
+	}
 
 	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval, MaxKVListeners: o.limits.maxListeners})
 	if err != nil {
 		return err
 	}
+	aliases := localAliases(replicaID, o.syncPort())
+	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", replicaID, "aliases", aliases)
 	br, err := svc.EnableReplication(core.ReplicationConfig{
-		Cluster: o.cluster, ReplicaID: replicaID, HTTPAddr: advertisedHTTP(o),
+		Cluster: o.cluster, ReplicaID: replicaID, Aliases: aliases, HTTPAddr: advertisedHTTP(o),
 		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
+		DeadAfter: o.nats.peerDeadAfter, LegacyV1: o.legacyV1(), MaxMembers: o.nats.maxMembers,
 	}, nc)
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -127,42 +145,67 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("aibrix: %w", err)
 	}
 	metrics := api.NewMetrics(svc)
+	metrics.RegisterBuildInfo(bv.Version, bv.GoVersion, bv.Revision)
 	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: ab, AIBrixPath: o.aibrixPath})
+	drain := &drainState{svc: svc}
 	// Deadlines, the connection cap and the body-memory budget (--http-*, README "Limits").
 	guard := api.NewGuard(o.limits.http, log)
 	metrics.MustRegister(guard)
-	srv := guard.Server(net.JoinHostPort(o.host, strconv.Itoa(o.port)), handler)
+	srv := guard.Server(net.JoinHostPort(o.host, strconv.Itoa(o.port)), drain.wrap(handler))
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		return err
 	}
 	ln = guard.Listener(ln)
-	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
+	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", replicaID, "embedded_nats", emb != nil,
 		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
+	if emb != nil {
+		logEmbeddedURLs(log, emb)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first SIGINT or SIGTERM cancels ctx (ending a recovery in progress) and starts the
+	// shutdown; signal.Stop then restores the default action, so a second signal kills.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	caught := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case sig := <-sigc:
+			caught <- sig
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 
 	if err := recoverIndex(ctx, o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
 		return err
 	}
+	// A signal that ended recovery came before this replica was ever ready: nobody routes to it,
+	// so there is nothing to drain.
+	signalledEarly := ctx.Err() != nil
 	svc.OpenGate()
 	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
 		return fmt.Errorf("snapshot serving: %w", err)
 	}
 	svc.Start()
 
+	var sig os.Signal
 	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
+	case sig = <-caught:
 	case err := <-errc:
 		return err
 	}
-	_ = svc.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	signal.Stop(sigc)
+	grace := o.shutdownGrace
+	if sig == syscall.SIGINT || signalledEarly {
+		grace = 0
+	}
+	log.Info("shutting down", "signal", sig.String())
+	return drain.shutdown(log, srv, grace, o.shutdownTimeout, errc)
 }
 
 // recoverIndex runs startup index recovery (--indexer-peers over HTTP, then live replicas over

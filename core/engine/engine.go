@@ -52,6 +52,8 @@ type Engine struct {
 	bounds boundState
 	// approxList holds the partitions with deferred approximate indexing (approx_steps.go).
 	approxList []*partition
+	// queueingFn is Options.Queueing (nil = Config.QueueingEnabled).
+	queueingFn func(model string) bool
 }
 
 // Options carries what the engine cannot obtain itself.
@@ -66,6 +68,11 @@ type Options struct {
 	WriterID uint64
 	// Scoring adds custom scorers and a picker (see scoring.go).
 	Scoring Scoring
+	// Queueing reports whether router queueing applies to a model's partitions, i.e. whether
+	// the policy class profile resolved for it has a class with a busy threshold (Dynamo's
+	// queueing_enabled(model)). It decides whether a worker must register
+	// max_num_batched_tokens. It must be pure and deterministic. nil: Config.QueueingEnabled.
+	Queueing func(model string) bool
 }
 
 // New returns an engine with the given configuration, which must have passed Validate.
@@ -91,6 +98,7 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		lim:      cfg.Limits.resolved(),
 	}
 	e.bounds.perWorker = make(map[uint64]int)
+	e.queueingFn = opts.Queueing
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
 		if err != nil {

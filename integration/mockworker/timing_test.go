@@ -68,11 +68,11 @@ func TestPrefillQueueing(t *testing.T) {
 		return ch
 	}
 	a := start(tokens(1, 300), 0)
-	poll.True(t, 5*time.Second, "first request sleeping", func() bool { return clk.Waiters() == 1 })
+	poll.True(t, poll.Generous, "first request sleeping", func() bool { return clk.Waiters() == 1 })
 	b := start(tokens(5000, 100), 0)
-	poll.True(t, 5*time.Second, "second request sleeping", func() bool { return clk.Waiters() == 2 })
+	poll.True(t, poll.Generous, "second request sleeping", func() bool { return clk.Waiters() == 2 })
 	c := start(tokens(9000, 100), 1)
-	poll.True(t, 5*time.Second, "third request sleeping", func() bool { return clk.Waiters() == 3 })
+	poll.True(t, poll.Generous, "third request sleeping", func() bool { return clk.Waiters() == 3 })
 	clk.Advance(10 * time.Second)
 	ra, rb, rc := <-a, <-b, <-c
 	for _, o := range []out{ra, rb, rc} {
@@ -102,7 +102,7 @@ func TestSpeedupScalesSleeps(t *testing.T) {
 		r, _ := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(1, 1000), MaxTokens: intp(0)})
 		done <- r
 	}()
-	poll.True(t, 5*time.Second, "request sleeping", func() bool { return clk.Waiters() == 1 })
+	poll.True(t, poll.Generous, "request sleeping", func() bool { return clk.Waiters() == 1 })
 	p := fleet.LegacyPrefillMS(1000)
 	wall := time.Duration(p / 10 * float64(time.Millisecond))
 	clk.Advance(wall - time.Microsecond)
@@ -129,10 +129,10 @@ func TestCancelReleasesBlocks(t *testing.T) {
 			_, err := w.Serve(ctx, Request{PromptTokenIDs: p, MaxTokens: intp(100)})
 			errc <- err
 		}()
-		poll.True(t, 5*time.Second, "sleeping", func() bool { return clk.Waiters() == 1 })
+		poll.True(t, poll.Generous, "sleeping", func() bool { return clk.Waiters() == 1 })
 		if phase == "decode" {
 			clk.Advance(time.Second)
-			poll.True(t, 5*time.Second, "decoding", func() bool { return clk.Waiters() == 1 && w.Stats()[0].PinnedBlocks == 4 })
+			poll.True(t, poll.Generous, "decoding", func() bool { return clk.Waiters() == 1 && w.Stats()[0].PinnedBlocks == 4 })
 		}
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -226,13 +226,13 @@ func TestPresetBatchesConcurrentRequests(t *testing.T) {
 		return ch
 	}
 	a := start(context.Background(), tokens(1, 3000), 50)
-	poll.True(t, 5*time.Second, "first request sleeping", func() bool { return clk.Waiters() == 1 })
+	poll.True(t, poll.Generous, "first request sleeping", func() bool { return clk.Waiters() == 1 })
 	// b arrives while a's step runs: it joins the next step.
 	b := start(context.Background(), tokens(50000, 2000), 1)
-	poll.True(t, 5*time.Second, "second request sleeping", func() bool { return clk.Waiters() == 2 })
+	poll.True(t, poll.Generous, "second request sleeping", func() bool { return clk.Waiters() == 2 })
 	ctx, cancel := context.WithCancel(context.Background())
 	c := start(ctx, tokens(90000, 1000), 1)
-	poll.True(t, 5*time.Second, "third request sleeping", func() bool { return clk.Waiters() == 3 })
+	poll.True(t, poll.Generous, "third request sleeping", func() bool { return clk.Waiters() == 3 })
 	cancel()
 	if o := <-c; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled request: %v", o.err)

@@ -1,6 +1,7 @@
 package radix
 
-// Entry-level operations the engine's per-rank index budget needs (core/engine/indexbudget.go).
+// Entry-level operations the engine's per-rank index budget needs (core/engine/indexbudget.go;
+// it also uses Holds, dump.go).
 
 // Evict drops o's block stored under external hash ext, in every tier, and reports whether o
 // held it. Nodes left without owners and children are freed, as in Remove.
@@ -15,10 +16,4 @@ func (ix *Index) Evict(o Owner, ext uint64) bool {
 	}
 	ix.deleteEntry(id, ix.findEntry(&ix.nodes[id], oi))
 	return true
-}
-
-// Holds reports whether o holds a block under external hash ext (any tier).
-func (ix *Index) Holds(o Owner, ext uint64) bool {
-	oi, ok := ix.own.lookup(o)
-	return ok && ix.lookup.get(oi, ext) != 0
 }
