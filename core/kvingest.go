@@ -26,6 +26,7 @@ type kvIngest struct {
 	gateOnce sync.Once
 	ctx      context.Context
 	stop     context.CancelFunc
+	book     listenerBook // started listeners by endpoint (kvingest_limits.go; guarded by mu)
 }
 
 // rankListener is one rank's listener and its decoding state.
@@ -111,10 +112,17 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 				// are equal by this very condition.
 				continue
 			}
+			kv.noteClosed(cur)
 			cur.closeListener()
 			delete(ranks, src.Owner.Rank)
 		}
 		rl := &rankListener{src: src, dec: kvevents.NewDecoder(), svc: kv.svc}
+		if err := kv.admitListener(src); err != nil {
+			kv.svc.log.Warn("KV-event listener refused", "worker_id", src.Owner.Worker, "dp_rank", src.Owner.Rank, "err", err)
+			rl.startErr = err
+			ranks[src.Owner.Rank] = rl
+			continue
+		}
 		l, err := kvlisten.Start(kv.ctx, kvlisten.Config{
 			Endpoint: src.Endpoint, ReplayEndpoint: src.ReplayEndpoint, Handler: rl,
 			Logger: kv.svc.log.With("worker_id", src.Owner.Worker, "dp_rank", src.Owner.Rank),
@@ -129,10 +137,12 @@ func (kv *kvIngest) reconcile(id uint64, want []engine.EventSource) {
 			rl.startErr = err
 		}
 		rl.l = l
+		kv.noteStarted(rl)
 		ranks[src.Owner.Rank] = rl
 	}
 	for r, rl := range ranks {
 		if !keep[r] {
+			kv.noteClosed(rl)
 			rl.closeListener()
 			delete(ranks, r)
 		}

@@ -35,6 +35,9 @@ type Config struct {
 	// Scoring adds custom scorers and a custom picker to selection (engine.Scoring documents
 	// the pipeline and the contract for implementations).
 	Scoring engine.Scoring
+	// MaxKVListeners bounds the KV-event listeners (0: DefaultMaxKVListeners, negative: none);
+	// see kvingest_limits.go.
+	MaxKVListeners int
 }
 
 // Replicator publishes this replica's lifecycle events to its peers and manages the peer set.
@@ -79,6 +82,9 @@ type Service struct {
 	queueStats queueCounters
 	drainKeys  []engine.PartitionKey
 	queued     atomic.Int64
+	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
+	// approxDraining: a goroutine is draining deferred approximate indexing (approx_drain.go).
+	approxDraining atomic.Bool
 
 	cfg   Config
 	log   *slog.Logger
@@ -196,6 +202,7 @@ func (s *Service) sweepLoop() {
 			}
 		case <-recheck.C:
 			s.recheckQueue()
+			s.drainApprox() // deferred approximate indexing a booking left (approx_drain.go)
 		}
 	}
 }
@@ -324,6 +331,9 @@ func (s *Service) Ready() Readiness {
 
 // Select picks a worker without booking (POST /select).
 func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
+	if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -341,6 +351,10 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 
 // SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
 func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) {
+	if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+		return nil, err
+	}
+	defer s.drainApprox() // runs after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -360,6 +374,12 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 
 // Reserve books after a /select (POST /reservations).
 func (s *Service) Reserve(req *ReservationRequest) (*ReservationResponse, error) {
+	if req.WorkerID != nil { // the explicit form carries a prompt
+		if err := s.prepare(req.ModelName, req.RoutingGroup, &req.Prompt, req.RouterConfigOverride); err != nil {
+			return nil, err
+		}
+	}
+	defer s.drainApprox() // runs after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -412,6 +432,9 @@ func (s *Service) Loads(model, group string) []PartitionLoads {
 
 // PotentialLoads projects a prompt onto every rank (POST /potential_loads).
 func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
+	if err := s.prepare(q.ModelName, q.RoutingGroup, &q.Prompt, q.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eng.PotentialLoads(q)
@@ -419,6 +442,9 @@ func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
 
 // OverlapScores returns tiered overlap rows for a prompt (POST /overlap_scores).
 func (s *Service) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
+	if err := s.prepare(q.ModelName, q.RoutingGroup, &q.Prompt, q.RouterConfigOverride); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eng.OverlapScores(q)

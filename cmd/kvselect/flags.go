@@ -64,6 +64,8 @@ type options struct {
 	showVersion     bool          // --version: print the build and exit
 	shutdownGrace   time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
 	shutdownTimeout time.Duration // SIGTERM: how long in-flight requests may take after that
+
+	limits limitOptions // --http-* and table limits (limits_flags.go)
 }
 
 // parseFlags parses args (without the program name).
@@ -130,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
 	o.opsOptions.register(fs)
+	registerLimitFlags(fs, &o.limits)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -138,6 +141,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	if err := o.nats.validate(o); err != nil {
+		return nil, err
+	}
+	if err := o.limits.validate(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -183,6 +189,7 @@ func (o *options) applyFlags(c *engine.Config) {
 	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
 	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
 	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
+	o.limits.apply(c)
 	c.SessionAffinityMode = o.sessionAffinityMode
 }
 

@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -118,7 +117,7 @@ func run(args []string, stderr io.Writer) error {
 		reportUnreachableNATS(log, nc, o.natsURL)
 	}
 
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval})
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval, MaxKVListeners: o.limits.maxListeners})
 	if err != nil {
 		return err
 	}
@@ -164,16 +163,15 @@ func run(args []string, stderr io.Writer) error {
 	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: metrics.InstrumentAIBrix(ab), AIBrixPath: o.aibrixPath,
 		Auth: auth, ReplicaID: replicaID})
 	drain := &drainState{svc: svc}
-	srv := &http.Server{
-		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
-		Handler:           drain.wrap(handler),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
+	// Deadlines, the connection cap and the body-memory budget (--http-*, README "Limits").
+	guard := api.NewGuard(o.limits.http, log)
+	metrics.MustRegister(guard)
+	srv := guard.Server(net.JoinHostPort(o.host, strconv.Itoa(o.port)), drain.wrap(handler))
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		return err
 	}
+	ln = guard.Listener(ln)
 	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", replicaID, "embedded_nats", emb != nil,
 		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy, "tls", o.tlsCert != "", "auth", o.authTokenFile != "")
 	if emb != nil {

@@ -22,6 +22,15 @@ type approxTTL struct {
 	head     int
 	last     int64               // the latest deadline queued
 	chain    []radix.StoredBlock // scratch
+	one      [1]uint64           // scratch for single-entry removals
+
+	// Deferred work (approx_steps.go): bookings' blocks not yet recorded, and a prune in
+	// progress. listed: the partition is in the engine's approxList.
+	backlog       []approxJob
+	bhead         int
+	pendingBlocks int // blocks in backlog not yet recorded
+	pruning       bool
+	listed        bool
 }
 
 type approxKey struct {
@@ -54,6 +63,25 @@ func (a *approxTTL) record(ix *radix.Index, o Owner, blocks []uint64, deadline i
 		a.queue = append(a.queue, approxItem{k, deadline})
 	}
 	_ = ix.Store(o, radix.TierDevice, 0, false, a.chain)
+	a.compact()
+}
+
+// compact drops superseded queue items once they outnumber the live entries: re-booking the
+// same blocks appends an item per block each time, so without it the queue (not the index)
+// would grow with the booking rate until the TTL. Live items keep their order. Amortised O(1)
+// per record: it runs only when the queue is at least twice the live entries.
+func (a *approxTTL) compact() {
+	if n := len(a.queue) - a.head; n <= 2*len(a.deadline)+1024 {
+		return
+	}
+	q := a.queue[:0]
+	for _, it := range a.queue[a.head:] {
+		if d, ok := a.deadline[it.key]; ok && d == it.at {
+			q = append(q, it)
+		}
+	}
+	clear(a.queue[len(q):])
+	a.queue, a.head = q, 0
 }
 
 // expire removes every entry whose latest deadline is at or before now.
@@ -74,6 +102,7 @@ func (a *approxTTL) expire(ix *radix.Index, now int64) {
 
 // dropOwner forgets an owner whose index entries were cleared.
 func (a *approxTTL) dropOwner(o Owner) {
+	a.dropJobs(o)
 	for k := range a.deadline {
 		if k.owner == o {
 			delete(a.deadline, k)
@@ -91,4 +120,35 @@ func chainMix(prev, b uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// pruneSome enforces the approximate index's block budget the way Dynamo's pruning does (its
+// PruneConfig: max_tree_size 2^20, prune_target_ratio 0.8): once more than the budget of
+// (owner, block) entries are recorded, entries are removed until target remain, earliest
+// expiry first and, among entries expiring together (one booking's blocks), the deepest block
+// first, so that the prefixes that stay are whole. It removes at most limit entries per call
+// (approx_steps.go spreads a prune over steps) and returns how many it removed.
+func (a *approxTTL) pruneSome(ix *radix.Index, target, limit int) int {
+	removed := 0
+	for len(a.deadline) > target && a.head < len(a.queue) && removed < limit {
+		// The run of items expiring at the head's time, pruned back to front.
+		at := a.queue[a.head].at
+		end := a.head
+		for end < len(a.queue) && a.queue[end].at == at {
+			end++
+		}
+		for i := end - 1; i >= a.head && len(a.deadline) > target && removed < limit; i-- {
+			it := a.queue[i]
+			if d, ok := a.deadline[it.key]; ok && d == it.at {
+				delete(a.deadline, it.key)
+				a.one[0] = it.key.external
+				ix.Remove(it.key.owner, radix.TierDevice, a.one[:])
+				removed++
+			}
+		}
+		if len(a.deadline) > target && removed < limit {
+			a.head = end // the whole run is gone (or superseded)
+		}
+	}
+	return removed
 }

@@ -30,6 +30,9 @@ func (e *Engine) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 	if spec.RoutingGroup == nil {
 		spec.RoutingGroup = ptr(DefaultName)
 	}
+	if err := e.admitWorker(*spec.WorkerID, PartitionKey{Model: *spec.ModelName, Group: *spec.RoutingGroup}); err != nil {
+		return WorkerRecord{}, err
+	}
 	w := e.reconcile(*spec.WorkerID, spec)
 	return w.record(), nil
 }
@@ -45,6 +48,9 @@ func (e *Engine) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error)
 	}
 	s := old.spec // shallow copy; maps are replaced wholesale, never mutated
 	mergePatch(&s, &patch)
+	if err := e.admitWorker(id, PartitionKey{Model: *s.ModelName, Group: *s.RoutingGroup}); err != nil {
+		return WorkerRecord{}, err
+	}
 	w := e.reconcile(id, s)
 	return w.record(), nil
 }
@@ -188,7 +194,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		p.tracker.AddOwner(loadOwner(Owner{Worker: id, Rank: r}))
 	}
-	p.rebuild()
+	p.addCands(w) // incremental: O(log n) search + one splice (partition_cands.go)
 	return w
 }
 
@@ -233,6 +239,7 @@ func (e *Engine) detach(old, next *worker) {
 		keepBlocks, keepLoad := keep(r)
 		if !keepBlocks {
 			p.index.ClearOwner(o)
+			p.forgetOrder(o)
 			if p.approx != nil {
 				p.approx.dropOwner(o)
 			}
@@ -245,14 +252,14 @@ func (e *Engine) detach(old, next *worker) {
 				if r := e.resv[id]; r != nil {
 					p.releaseSession(r.session)
 				}
-				delete(e.resv, id)
+				e.delRow(id)
 			}
 		}
 	}
 	// An emptied partition stays (spec §2.8: a partition exists once a valid worker registered in
 	// it): /loads keeps listing it, a replayed reservation answers 503 and books once a worker
 	// is back (spec §2.6), and the next worker may reshape it.
-	p.rebuild()
+	p.dropCands(old.id)
 }
 
 // schedulableCandidate reports whether a freshly reconciled worker is about to become

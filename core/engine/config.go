@@ -55,6 +55,8 @@ type Config struct {
 	SelectionCacheMaxEntries   int           // 4096
 	SelectionCacheMaxBytes     int64         // 256 MiB
 	ApproximateLRUFallbackWarn bool          // set by Validate when lru falls back to ttl
+	// Limits bounds tables and per-request cost (limits.go); zero fields take DefaultLimits.
+	Limits Limits
 }
 
 // Cost-function policies.

@@ -47,6 +47,11 @@ type Engine struct {
 	scratch selectScratch
 	dups    []uint64 // scratch of the duplicate-hash check of long stored chains
 
+	// lim is cfg.Limits resolved; bounds holds the bounded tables' counters (limits*.go).
+	lim    Limits
+	bounds boundState
+	// approxList holds the partitions with deferred approximate indexing (approx_steps.go).
+	approxList []*partition
 	// queueingFn is Options.Queueing (nil = Config.QueueingEnabled).
 	queueingFn func(model string) bool
 }
@@ -90,7 +95,9 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		writerID: opts.WriterID,
 		scoring:  opts.Scoring,
 		pending:  newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
+		lim:      cfg.Limits.resolved(),
 	}
+	e.bounds.perWorker = make(map[uint64]int)
 	e.queueingFn = opts.Queueing
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
@@ -164,7 +171,7 @@ func (e *Engine) Sweep(now time.Time) int {
 		for _, id := range ids {
 			freed++
 			r := e.resv[id]
-			delete(e.resv, id)
+			e.delRow(id)
 			if r != nil {
 				p.releaseSession(r.session)
 			}

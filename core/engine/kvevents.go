@@ -84,13 +84,14 @@ func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
 		ev := &events[i]
 		switch ev.Kind {
 		case KVStored:
-			e.applyStored(p, o, ev, &st)
+			e.applyStored(p, w, o, ev, &st)
 		case KVRemoved:
 			rm, unknown := p.index.Remove(o, ev.Tier, ev.BlockHashes)
 			st.RemovedBlocks += rm
 			st.UnknownRemoved += unknown
 		case KVCleared:
 			p.index.ClearOwner(o)
+			p.forgetOrder(o)
 			st.Cleared++
 		default:
 			st.Dropped++
@@ -99,7 +100,7 @@ func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
 	return st
 }
 
-func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStats) {
+func (e *Engine) applyStored(p *partition, w *worker, o Owner, ev *KVEvent, st *KVApplyStats) {
 	if e.hasDuplicate(ev.Parent, ev.HasParent, ev.BlockHashes) {
 		st.Dropped++
 		return
@@ -118,7 +119,7 @@ func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStat
 			blocks = append(blocks, radix.StoredBlock{External: ext, Local: ev.LocalHashes[i]})
 		}
 		e.scratch.stored = blocks
-		e.storeBlocks(p, o, ev, blocks, st)
+		e.storeBlocks(p, w, o, ev, blocks, st)
 		return
 	}
 	bs := int(p.blockSize)
@@ -143,11 +144,11 @@ func (e *Engine) applyStored(p *partition, o Owner, ev *KVEvent, st *KVApplyStat
 		blocks = append(blocks, radix.StoredBlock{External: ext, Local: kvhash.BlockHash(ev.TokenIDs[lo:lo+window], seed, mm)})
 	}
 	e.scratch.stored = blocks
-	e.storeBlocks(p, o, ev, blocks, st)
+	e.storeBlocks(p, w, o, ev, blocks, st)
 }
 
 // storeBlocks stores one chain in the index and counts the outcome.
-func (e *Engine) storeBlocks(p *partition, o Owner, ev *KVEvent, blocks []radix.StoredBlock, st *KVApplyStats) {
+func (e *Engine) storeBlocks(p *partition, w *worker, o Owner, ev *KVEvent, blocks []radix.StoredBlock, st *KVApplyStats) {
 	if len(blocks) == 0 {
 		return
 	}
@@ -156,6 +157,7 @@ func (e *Engine) storeBlocks(p *partition, o Owner, ev *KVEvent, blocks []radix.
 		return
 	}
 	st.StoredBlocks += len(blocks)
+	e.noteStored(p, w, o, blocks) // the rank's index budget (indexbudget.go)
 }
 
 // hasDuplicate reports whether any hash repeats within the parent and the chain (Dynamo drops
@@ -201,5 +203,6 @@ func (e *Engine) ClearOwnerBlocks(o Owner) bool {
 		return false
 	}
 	p.index.ClearOwner(o)
+	p.forgetOrder(o)
 	return true
 }

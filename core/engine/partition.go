@@ -78,6 +78,10 @@ type partition struct {
 	rankBase  uint32
 	// quality accumulates the routing quality of bookings (quality.go).
 	quality RoutingQuality
+	// rankSparse: the candidates' ranks were found too sparse to tabulate (partition_cands.go).
+	rankSparse bool
+	// order is each rank's store order for the KV-index budget (indexbudget.go).
+	order map[Owner]*storeOrder
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);
@@ -220,6 +224,7 @@ func (p *partition) schedulableRank(o Owner) (*worker, bool) {
 // partition's shape changed).
 func (p *partition) resetIndex(approximate, predicted bool) {
 	p.index = radix.New()
+	p.order = nil
 	p.slots.reset()
 	p.approx, p.predicted = nil, nil
 	if approximate {

@@ -47,9 +47,18 @@ func newPendingCache(ttl time.Duration, maxEntries int, maxBytes int64) *pending
 	return &pendingCache{ttl: ttl, maxEntries: maxEntries, maxBytes: maxBytes, byKey: make(map[pendingKey]*pendingSelection), order: list.New()}
 }
 
-// size approximates an entry's memory the way Dynamo charges it.
+// pendingOverhead is the memory of one entry besides its hashes and strings, measured with
+// TestPendingBytesMatchHeap: the entry struct (a 256-byte size class), its list element (48),
+// its map slot with the map's growth slack (~110) and the expected-output integer it keeps.
+const pendingOverhead = 416
+
+// size is an entry's memory: what its slices hold (capacity, not length: the hashing appends
+// may over-allocate), its strings and the fixed overhead. Dynamo charges the hashes and strings
+// only; charging the overhead too keeps small entries from exceeding the budget several times
+// over (issue 15: 626 MiB resident for a 256 MiB budget).
 func (ps *pendingSelection) size() int64 {
-	return int64(8*len(ps.norm.block) + 8*len(ps.norm.seq) + len(ps.id) + len(ps.key.Model) + len(ps.key.Group) + len(ps.norm.lora))
+	return int64(8*cap(ps.norm.block) + 8*cap(ps.norm.seq) + len(ps.id) + len(ps.key.Model) + len(ps.key.Group) +
+		len(ps.norm.lora) + len(ps.session) + pendingOverhead)
 }
 
 // insert adds or replaces (latest wins) an entry, after evicting entries older than the TTL,

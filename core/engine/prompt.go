@@ -18,6 +18,9 @@ type Prompt struct {
 	LoraName       *string           `json:"lora_name,omitempty"`
 	CacheSalt      *string           `json:"cache_salt,omitempty"`
 	IsEagle        *bool             `json:"is_eagle,omitempty"`
+
+	// pre is the prompt hashed outside the engine lock (prehash.go); never on the wire.
+	pre *prehashed
 }
 
 // MMRoutingInfo is multimodal routing input: when RoutingTokenIDs is non-empty it replaces
@@ -61,15 +64,20 @@ func (n *normalized) requestBlocks(bs uint32) uint64 { return (n.isl + uint64(bs
 // may be retained.
 func (e *Engine) normalize(p *partition, pr *Prompt, assumeReuse, needBlockHashes bool) (normalized, error) {
 	n := normalized{lora: deref(pr.LoraName, "")}
-	tokens := pr.TokenIDs
-	mmInfos := pr.BlockMMInfos
-	if mi := pr.MMRoutingInfo; mi != nil && len(mi.RoutingTokenIDs) > 0 {
-		tokens = mi.RoutingTokenIDs
-		if mi.BlockMMInfos != nil {
-			mmInfos = mi.BlockMMInfos
-		}
+	pre := takePre(pr, p, assumeReuse)
+	if err := CheckPromptSize(e.lim, pr); err != nil {
+		e.bounds.RejectedTooLarge++
+		return n, err
 	}
+	tokens, mmInfos := promptTokens(pr)
 	if len(tokens) > 0 {
+		if err := e.lim.checkBlocks(len(tokens), p.blockSize); err != nil {
+			e.bounds.RejectedTooLarge++
+			return n, err
+		}
+		if pre != nil && pre.tokenPath {
+			return e.normalizePrehashed(pr, tokens, pre, assumeReuse), nil
+		}
 		return e.normalizeTokens(p, pr, tokens, mmInfos, assumeReuse), nil
 	}
 
@@ -92,6 +100,10 @@ func (e *Engine) normalize(p *partition, pr *Prompt, assumeReuse, needBlockHashe
 		return n, badRequest("block_hashes length %d must match sequence_hashes length %d", len(pr.BlockHashes), len(pr.SequenceHashes))
 	}
 	n.isl = *pr.ISLTokens
+	if pre != nil && !pre.tokenPath {
+		n.block, n.seq = pre.block, pre.seq
+		return n, nil
+	}
 	if pr.BlockHashes != nil {
 		n.block = toU64(pr.BlockHashes)
 	}
@@ -99,24 +111,25 @@ func (e *Engine) normalize(p *partition, pr *Prompt, assumeReuse, needBlockHashe
 	return n, nil
 }
 
+// normalizePrehashed completes a token prompt hashed by Prehash: only random tracking hashes
+// (assume_kv_reuse=false) are drawn here.
+func (e *Engine) normalizePrehashed(pr *Prompt, tokens []uint32, pre *prehashed, assumeReuse bool) normalized {
+	n := normalized{lora: deref(pr.LoraName, ""), isl: uint64(len(tokens)), fromTokens: true, block: pre.block, seq: pre.seq}
+	if !assumeReuse {
+		n.seq = make([]uint64, len(n.block))
+		for i := range n.seq {
+			n.seq[i] = e.rng.Uint64()
+		}
+	}
+	return n
+}
+
 func (e *Engine) normalizeTokens(p *partition, pr *Prompt, tokens []uint32, mmInfos []*BlockExtraInfo, assumeReuse bool) normalized {
 	n := normalized{lora: deref(pr.LoraName, ""), isl: uint64(len(tokens)), fromTokens: true}
 	eagle := deref(pr.IsEagle, p.isEagle)
 	salt := deref(pr.CacheSalt, "")
 	bs := int(p.blockSize)
-	var mm func(int) []uint64
-	if len(mmInfos) > 0 {
-		mm = func(i int) []uint64 {
-			if i >= len(mmInfos) || mmInfos[i] == nil || len(mmInfos[i].MMObjects) == 0 {
-				return nil
-			}
-			hs := make([]uint64, len(mmInfos[i].MMObjects))
-			for j, o := range mmInfos[i].MMObjects {
-				hs[j] = o.MMHash
-			}
-			return hs
-		}
-	}
+	mm := mmHashes(mmInfos)
 	n.block = kvhash.BlockHashes(nil, tokens, bs, kvhash.BlockSeed(n.lora, salt), eagle, mm)
 	switch {
 	case !assumeReuse:

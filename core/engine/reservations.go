@@ -18,6 +18,7 @@ type reservation struct {
 	fromPeer bool
 	peer     string // the replica that booked it, for rows mirrored from peers
 	session  string // the session whose lease this booking holds ("" = none)
+	blocks   int    // tracking hashes the booking holds (booking limits, limits_state.go)
 }
 
 // ReservationRequest is the body of POST /reservations: the replay form (no worker_id) books
@@ -166,6 +167,9 @@ func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
 // book admits a request on rank o: load accounting, the reservation row, the approximate index
 // or the predicted side index (when bookings feed one) and the replicated admission event.
 func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill uint64, track bool, expOut *uint32, now time.Time) error {
+	if err := e.admitBooking(o.Worker, len(n.seq)); err != nil {
+		return err
+	}
 	err := p.tracker.Add(load.Booking{
 		ID: id, Owner: loadOwner(o), Hashes: n.seq, PrefillTokens: prefill,
 		ExpectedOutputTokens: deref(expOut, 0), AdmittedAt: now.UnixNano(),
@@ -178,9 +182,9 @@ func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill ui
 	case err != nil:
 		return errorf(ErrInternal, "booking %s: %v", id, err)
 	}
-	e.resv[id] = &reservation{key: p.key, owner: o}
+	e.putRow(id, &reservation{key: p.key, owner: o, blocks: len(n.seq)})
 	if p.approx != nil && len(n.block) > 0 {
-		p.approx.record(p.index, o, n.block, now.UnixNano()+int64(e.cfg.TTL))
+		e.enqueueApprox(p, o, n.block, now.UnixNano()+int64(e.cfg.TTL)) // in bounded steps (approx_steps.go)
 	}
 	if p.predicted != nil && len(n.block) > 0 {
 		p.predicted.record(o, n.block, now.UnixNano()+int64(*e.cfg.PredictedTTL))
@@ -200,7 +204,7 @@ func (e *Engine) lookup(id string) (*partition, *reservation, error) {
 	}
 	p := e.parts[r.key]
 	if p == nil {
-		delete(e.resv, id)
+		e.delRow(id)
 		return nil, nil, notFound("reservation %s not found", id)
 	}
 	return p, r, nil
@@ -243,7 +247,7 @@ func (e *Engine) Free(id string) error {
 		return err
 	}
 	_ = p.tracker.Free(id)
-	delete(e.resv, id)
+	e.delRow(id)
 	p.releaseSession(r.session)
 	e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecycleFree})
 	return nil
@@ -268,6 +272,10 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		if old, ok := e.resv[ev.RequestID]; ok {
 			e.dropRow(ev.RequestID, old)
 		}
+		if e.admitBooking(ev.Owner.Worker, len(ev.Add.TokenSequence)) != nil {
+			e.bounds.DroppedPeerBookings++
+			return false
+		}
 		prefill := uint64(0)
 		if ev.Add.TrackPrefill {
 			prefill = ev.Add.PrefillTokens
@@ -278,7 +286,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		}); err != nil {
 			return false
 		}
-		e.resv[ev.RequestID] = &reservation{key: p.key, owner: ev.Owner, fromPeer: true, peer: ev.Sender}
+		e.putRow(ev.RequestID, &reservation{key: p.key, owner: ev.Owner, fromPeer: true, peer: ev.Sender, blocks: len(ev.Add.TokenSequence)})
 		return true
 	case LifecyclePrefillComplete:
 		r, ok := e.resv[ev.RequestID]
@@ -302,7 +310,7 @@ func (e *Engine) dropRow(id string, r *reservation) {
 		_ = p.tracker.Free(id)
 		p.releaseSession(r.session)
 	}
-	delete(e.resv, id)
+	e.delRow(id)
 }
 
 // DropPeerExcept frees the bookings mirrored from peer sender in partition key whose ids are

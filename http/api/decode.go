@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -20,6 +22,8 @@ var (
 	errMalformedJSON    = errors.New("malformed JSON")
 	errInvalidPath      = errors.New("invalid path parameter")
 	errUnprocessable    = errors.New("unprocessable JSON")
+	errBodyBudget       = errors.New("request body memory budget exhausted")
+	errBodyTimeout      = errors.New("request body read deadline passed")
 )
 
 // httpError is a decoding failure with its client-visible text.
@@ -74,11 +78,19 @@ func putBody(b *[]byte) {
 	}
 }
 
+// maxPrealloc bounds the buffer sized from a declared Content-Length before any byte has
+// arrived: a client that declares 8 MiB and then stalls holds at most this much. Larger
+// bodies grow by doubling as their bytes arrive.
+const maxPrealloc = 64 << 10
+
 // readBody reads the whole body into a pooled buffer (return it with putBody). A declared
-// Content-Length within the limit is trusted for sizing (net/http already stops the body
-// there); otherwise the read is capped by http.MaxBytesReader, which also makes the server
-// close the connection rather than drain an oversized body.
+// Content-Length within the limit is trusted for sizing up to maxPrealloc (net/http already
+// stops the body there); otherwise the read is capped by http.MaxBytesReader, which also makes
+// the server close the connection rather than drain an oversized body. Behind a Guard, every
+// growth of the buffer is reserved from the guard's body budget first (503 when it is full),
+// and a read cut by the server's read deadline is 408.
 func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
+	bb, _ := r.Body.(*budgetBody)
 	var src io.Reader = r.Body
 	if r.ContentLength < 0 || r.ContentLength > maxBody {
 		src = http.MaxBytesReader(w, r.Body, maxBody)
@@ -86,14 +98,31 @@ func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 	bp := bodyPool.Get().(*[]byte)
 	b := (*bp)[:0]
 	if n := int(r.ContentLength); n >= 0 && n <= maxBody && cap(b) < n+1 {
-		b = make([]byte, 0, n+1) // +1: the final Read sees EOF without growing the buffer
+		size := min(n+1, maxPrealloc) // +1: the final Read sees EOF without growing the buffer
+		if bb != nil && !bb.reserve(int64(size)) {
+			putBody(bp)
+			return nil, budgetErr(w, bb)
+		}
+		b = make([]byte, 0, size)
 	}
-	// Read until EOF into the spare capacity, growing (by append's policy) only when full.
+	// Read until EOF into the spare capacity, growing only when full.
 	// With a declared length the buffer already has one spare byte, so the read that returns
 	// EOF needs no growth and a typical body costs no allocation at all.
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			// Double, up to the declared length: the buffers outgrown stay garbage until the
+			// next GC, so they are reserved too (never released before the request ends), and
+			// doubling keeps their sum below the final size.
+			size := max(2*cap(b), 4<<10)
+			if n := int(r.ContentLength); n >= len(b) && n < maxBody+1 {
+				size = min(size, n+1)
+			}
+			if bb != nil && !bb.reserve(int64(size)) {
+				*bp = b
+				putBody(bp)
+				return nil, budgetErr(w, bb)
+			}
+			b = append(make([]byte, 0, size), b...)
 		}
 		n, err := src.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -108,9 +137,26 @@ func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 			if errors.As(err, &mbe) {
 				return nil, &httpError{errBodyTooLarge, "Failed to buffer the request body: length limit exceeded"}
 			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if bb != nil {
+					bb.timedOut = true
+				}
+				w.Header().Set("Connection", "close")
+				return nil, &httpError{errBodyTimeout, "Failed to read the request body: the read deadline passed (slow body cut)"}
+			}
 			return nil, &httpError{errMalformedJSON, "Failed to read the request body: " + err.Error()}
 		}
 	}
+}
+
+// budgetErr is the 503 for a body refused by the guard's memory budget; the connection is
+// closed so the unread rest of the body is never buffered.
+func budgetErr(w http.ResponseWriter, bb *budgetBody) error {
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	return &httpError{errBodyBudget, "request bodies in flight exceed the server's memory budget (--http-max-body-bytes-in-flight " +
+		strconv.FormatInt(bb.g.lim.MaxBodyBytesInFlight, 10) + "); retry later"}
 }
 
 // nullBodyMsg is the 422 text for a body that is a bare null.

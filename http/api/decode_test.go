@@ -124,22 +124,33 @@ func TestBodyLimit(t *testing.T) {
 			t.Fatalf("%s %s with an 8 MiB body: got %s, want %d", rt.method, rt.path, r, rt.okStatus)
 		}
 	}
-	// A large but legal prompt: 1.5 M tokens still decode and select.
-	var b strings.Builder
-	b.WriteString(`{"token_ids":[`)
-	for i := range 1_500_000 {
-		if i > 0 {
-			b.WriteByte(',')
+	// Large prompts: the most the per-request limits allow at block size 4 (65,536 blocks =
+	// 262,144 tokens) decodes and selects; one block more is 413 naming the hash limit; and
+	// 1.5 M tokens, well within 8 MiB, is 413 naming the token limit.
+	tokens := func(n int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"token_ids":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('1')
 		}
-		b.WriteByte('1')
+		b.WriteString(`]}`)
+		if b.Len() > limit {
+			t.Fatalf("test body is %d bytes, over the limit", b.Len())
+		}
+		return b.Bytes()
 	}
-	b.WriteString(`]}`)
-	if b.Len() > limit {
-		t.Fatalf("test body is %d bytes, over the limit", b.Len())
+	short := func(b []byte) string { return string(b[:min(len(b), 300)]) }
+	if r := h.doBytes("POST", "/select", tokens(262_144)); r.status != http.StatusOK || !strings.Contains(string(r.body), `"effective_prefill_tokens":262144`) {
+		t.Fatalf("262,144-token prompt: %d %s", r.status, short(r.body))
 	}
-	resp := h.obj(http.StatusOK, "POST", "/select", b.String())
-	if num(resp, "effective_prefill_tokens") != "1500000" {
-		t.Fatalf("large prompt: %v", resp["effective_prefill_tokens"])
+	if r := h.doBytes("POST", "/select", tokens(262_148)); r.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.body), "the limit is 65536 per request (--max-request-hashes)") {
+		t.Fatalf("65,537-block prompt: %d %s, want 413 naming the hash limit", r.status, short(r.body))
+	}
+	if r := h.doBytes("POST", "/select", tokens(1_500_000)); r.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.body), "the limit is 1048576 per request (--max-request-tokens)") {
+		t.Fatalf("1.5M-token prompt: %d %s, want 413 naming the token limit", r.status, short(r.body))
 	}
 }
 

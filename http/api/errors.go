@@ -26,6 +26,18 @@ var statusTable = []struct {
 	{errMalformedJSON, http.StatusBadRequest},
 	{errInvalidPath, http.StatusBadRequest},
 	{errUnprocessable, http.StatusUnprocessableEntity},
+	// Limits (guard.go): the body-memory budget is a transient server condition (503 with
+	// Retry-After, like the connection cap), not the client's fault; a body cut by the read
+	// deadline is 408 Request Timeout.
+	{errBodyBudget, http.StatusServiceUnavailable},
+	{errBodyTimeout, http.StatusRequestTimeout},
+	// Table and request bounds (core/engine/limits.go): a request over the per-request token or
+	// hash limit is 413 (the body is too large for this server, the limit is in the message);
+	// a full booking table is 429 (frees make room: retry later); a full catalog table is 507
+	// (only deleting workers makes room).
+	{engine.ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{engine.ErrTooManyBookings, http.StatusTooManyRequests},
+	{engine.ErrTableFull, http.StatusInsufficientStorage},
 }
 
 // statusOf returns the HTTP status of err (500 when unmapped).

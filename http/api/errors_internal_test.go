@@ -34,6 +34,11 @@ var wantStatuses = []struct {
 	{"malformed JSON", errMalformedJSON, 400},
 	{"invalid path", errInvalidPath, 400},
 	{"unprocessable JSON", errUnprocessable, 422},
+	{"body budget", errBodyBudget, 503},
+	{"body timeout", errBodyTimeout, 408},
+	{"request too large", engine.ErrTooLarge, 413},
+	{"too many bookings", engine.ErrTooManyBookings, 429},
+	{"table full", engine.ErrTableFull, 507},
 }
 
 // TestStatusTable checks each sentinel's status, bare, wrapped with %w (twice) and inside an

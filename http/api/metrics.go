@@ -36,7 +36,7 @@ func NewMetrics(svc *core.Service) *Metrics {
 		}, []string{"route"}),
 	}
 	m.registerOps(svc)
-	m.reg.MustRegister(m.requests, m.latency, serviceCollector{svc}, busGuardCollector{svc},
+	m.reg.MustRegister(m.requests, m.latency, serviceCollector{svc}, busGuardCollector{svc}, limitsCollector{svc},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,0 +1,86 @@
+package engine
+
+import "github.com/kvselect/kvselect/core/engine/radix"
+
+// Per-rank KV-index budget. A publisher can announce any number of valid blocks (issue 15: a
+// worker that declared 4,096 blocks reached 15M entries, 2.8 GB). Each rank's budget is its
+// worker's total_kv_blocks × IndexHeadroom (default 1.25), or MaxIndexBlocksPerRank when the
+// worker declared none; past it the rank's blocks are evicted oldest-stored first, and each
+// eviction is counted (kvselect_limit_events_total{limit="index_rank_blocks"}).
+//
+// The order is a per-rank FIFO of stored external hashes. It may hold hashes the rank no longer
+// holds (removed by events) and repeats (re-stored blocks); evicting skips those, and the FIFO
+// is compacted (keeping each held hash's latest store) once it is more than twice the rank's
+// entries, so its size follows the index's.
+
+// storeOrder is one rank's FIFO of stored external hashes.
+type storeOrder struct {
+	q    []uint64
+	head int
+}
+
+// rankBudget is the index budget of a rank of w.
+func (e *Engine) rankBudget(w *worker) int {
+	if tk := w.spec.TotalKVBlocks; tk != nil && *tk > 0 {
+		b := float64(*tk) * e.lim.IndexHeadroom
+		if b >= float64(unlimited) {
+			return unlimited
+		}
+		return max(int(b), 1)
+	}
+	return e.lim.MaxIndexBlocksPerRank
+}
+
+// noteStored records blocks stored for o and evicts o's oldest blocks past its budget.
+func (e *Engine) noteStored(p *partition, w *worker, o Owner, blocks []radix.StoredBlock) {
+	budget := e.rankBudget(w)
+	if budget == unlimited {
+		return
+	}
+	if p.order == nil {
+		p.order = make(map[Owner]*storeOrder)
+	}
+	so := p.order[o]
+	if so == nil {
+		so = &storeOrder{}
+		p.order[o] = so
+	}
+	for _, b := range blocks {
+		so.q = append(so.q, b.External)
+	}
+	held := p.index.OwnerEntries(o)
+	for held > budget && so.head < len(so.q) {
+		ext := so.q[so.head]
+		so.head++
+		if p.index.Evict(o, ext) {
+			held--
+			e.bounds.IndexEvicted++
+		}
+	}
+	if n := len(so.q) - so.head; n > 2*held+1024 {
+		so.compact(p, o)
+	}
+}
+
+// compact keeps, in order, the latest store of every hash o still holds.
+func (so *storeOrder) compact(p *partition, o Owner) {
+	live := so.q[so.head:]
+	last := make(map[uint64]int, len(live))
+	for i, ext := range live {
+		last[ext] = i
+	}
+	q := make([]uint64, 0, len(last))
+	for i, ext := range live {
+		if last[ext] == i && p.index.Holds(o, ext) {
+			q = append(q, ext)
+		}
+	}
+	so.q, so.head = q, 0
+}
+
+// forgetOrder drops o's FIFO (its blocks were cleared).
+func (p *partition) forgetOrder(o Owner) {
+	if p.order != nil {
+		delete(p.order, o)
+	}
+}
