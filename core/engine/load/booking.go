@@ -85,6 +85,7 @@ func (t *Tracker) Add(b Booking) error {
 		live:     true,
 	}
 	st.bookings = append(st.bookings, bi)
+	st.startStretch(b.PrefillTokens, b.AdmittedAt)
 	st.prefill += b.PrefillTokens
 	if b.PrefillTokens > 0 {
 		st.pending++
@@ -111,7 +112,11 @@ func (t *Tracker) PrefillComplete(id string) error {
 		return err
 	}
 	r := &t.books[bi]
-	t.owners[r.slot].dropPrefill(r.prefill)
+	st := &t.owners[r.slot]
+	if r.prefill > 0 {
+		st.speed.marked = false // untimed: the stretch's accounting is lost (speedtrack.go)
+	}
+	st.dropPrefill(r.prefill)
 	r.prefill = 0
 	return nil
 }

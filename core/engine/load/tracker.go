@@ -35,6 +35,17 @@ type Tracker struct {
 
 	// scratch is reused by Expire.
 	scratch []uint32
+
+	// defaultSpeed is the prior speed model of owners added from now on (SetDefaultSpeed).
+	defaultSpeed SpeedModel
+}
+
+// SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
+// known keep theirs; see SetSpeedPrior). An invalid model is ignored.
+func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
+	if m.Valid() {
+		t.defaultSpeed = m
+	}
 }
 
 // NewTracker returns an empty tracker with no owners.
