@@ -365,7 +365,7 @@ func (s *Service) PrefillComplete(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, _ := s.eng.ReservationPartition(id)
-	err := s.eng.PrefillComplete(id)
+	err := s.eng.PrefillCompleteAt(id, s.clock())
 	s.flushLocked()
 	if err == nil {
 		s.drainPartLocked(k)

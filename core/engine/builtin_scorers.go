@@ -48,8 +48,10 @@ func KVSelectScorer(cfg Config) Scorer {
 type kvselectScorer struct{ w weights }
 
 func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
-	one := [1]scored{{Candidate: *c}}
+	// One rank alone: no fleet pass, so the affinity discount is by the rank's absolute queue
+	// and the miss-work weight β is 0 (the policy before those terms).
 	n := normalized{isl: ctx.ISL}
-	kvselectCosts(one[:], &n, ctx.BlockSize, k.w)
-	return one[0].cost
+	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
+	t.settle(0)
+	return t.cost(c.DeviceBlocks, c.HostExtBlocks, c.DiskExtBlocks, c.BookedPrefixBlocks, c.Load)
 }

@@ -110,9 +110,14 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
 		for i := range cost {
+			prefill, _, _, pending, squares := tr.CountersAt(i)
+			k.observe(tr.SpeedAt(i), prefill, squares, pending)
+		}
+		k.settle(len(cost))
+		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), tr.SpeedAt(i), prefill, squares, pending, requests)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

@@ -23,6 +23,16 @@ type PartitionLoads struct {
 	Loads            []PotentialLoad `json:"loads"`
 	PendingCount     uint64          `json:"pending_count"`
 	PendingISLTokens uint64          `json:"pending_isl_tokens"`
+	// PrefillSpeeds is every rank's learned prefill speed (speed.go), one row per rank in the
+	// order of Loads. A kvselect addition: Dynamo's /loads has no such field.
+	PrefillSpeeds []RankSpeed `json:"prefill_speeds"`
+}
+
+// RankSpeed is one row of PartitionLoads.PrefillSpeeds.
+type RankSpeed struct {
+	WorkerID uint64 `json:"worker_id"`
+	DPRank   uint32 `json:"dp_rank"`
+	PrefillSpeed
 }
 
 // PromptQuery is the body of POST /potential_loads and POST /overlap_scores.
@@ -47,12 +57,15 @@ func (e *Engine) Loads(model, group string) []PartitionLoads {
 			continue
 		}
 		buf = p.tracker.Loads(buf[:0])
-		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf))}
+		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf)),
+			PrefillSpeeds: make([]RankSpeed, 0, len(buf))}
 		for _, l := range buf {
 			pl.Loads = append(pl.Loads, PotentialLoad{
 				WorkerID: l.Owner.Worker, DPRank: l.Owner.Rank, PotentialPrefillTokens: l.ActivePrefillTokens,
 				PotentialDecodeBlocks: l.ActiveBlocks, ActiveRequests: uint64(l.ActiveRequests),
 			})
+			pl.PrefillSpeeds = append(pl.PrefillSpeeds, RankSpeed{WorkerID: l.Owner.Worker, DPRank: l.Owner.Rank,
+				PrefillSpeed: prefillSpeedOf(p.tracker.Speed(l.Owner))})
 		}
 		out = append(out, pl)
 	}

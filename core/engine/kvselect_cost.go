@@ -1,5 +1,11 @@
 package engine
 
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+)
+
 // kvselect's cost function. Dynamo's formula (cost.go) adds queued prefill blocks, the request's
 // uncached blocks and the rank's active KV blocks; replaying the Mooncake traces shows it trades
 // too much cache affinity for KV-block balance, and it counts queued prefill linearly although
@@ -36,6 +42,11 @@ package engine
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
 	for i := range cs {
+		l := cs[i].Load
+		k.observe(l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills)
+	}
+	k.settle(len(cs))
+	for i := range cs {
 		s := &cs[i]
 		s.cost = k.cost(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.Load)
 	}
@@ -43,36 +54,74 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 
 // kvselectTerms holds the per-selection invariants of the kvselect policy; cost evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
+//
+// Two passes: observe is called once per rank (in candidate order) to find the fleet's
+// shortest queue and mean pending count, settle closes that pass, and cost then prices each
+// rank. Invariant: cost is only called after settle.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
 	isl float64
+	// fleet pass: the smallest queue (ms), the total pending prefills; minQueue, beta after
+	// settle.
+	minQueue float64
+	pending  int
+	beta     float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
-	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl)}
+	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl), minQueue: math.Inf(1)}
+}
+
+// speed is the model the cost uses for a rank whose learned (or prior) model is sp: sp itself,
+// or the configured model when learning is off or sp is unknown.
+func (k *kvselectTerms) speed(sp load.SpeedModel) load.SpeedModel {
+	if k.w.fixedSpeed || !(sp.B > 0) {
+		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	}
+	return sp
+}
+
+// queueMS is a rank's booked, not yet completed prefill work in its own speed model.
+func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
+	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+}
+
+// observe is the fleet pass for one rank.
+func (k *kvselectTerms) observe(sp load.SpeedModel, prefill, squares uint64, pending int) {
+	k.minQueue = min(k.minQueue, queueMS(k.speed(sp), prefill, squares, pending))
+	k.pending += pending
+}
+
+// settle ends the fleet pass over n ranks.
+func (k *kvselectTerms) settle(n int) {
+	if n == 0 || math.IsInf(k.minQueue, 1) {
+		k.minQueue = 0
+	}
+	if n > 0 {
+		k.beta = min(k.w.missWork, float64(k.pending)/float64(n))
+	}
 }
 
 // cost is one rank's cost from its tiered overlap (blocks), booked prefix (blocks) and load.
 func (k *kvselectTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
-	return k.costOf(dev, host, disk, booked, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+	return k.costOf(dev, host, disk, booked, l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
 }
 
-// costOf is cost from the load's fields: active prefill tokens, the sum of squares and count of
-// pending prefills, and active requests. Products added to something are wrapped in float64
-// conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, prefill, squares uint64, pending, requests int) float64 {
+// costOf is cost from the load's fields: the rank's speed model, active prefill tokens, the sum
+// of squares and count of pending prefills, and active requests. Products added to something
+// are wrapped in float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
 	w := &k.w
+	sp = k.speed(sp)
 	device := float64(max(dev, int32(booked)))
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
-	queue := float64(w.modelA*float64(squares)) + float64(w.modelB*float64(prefill)) + float64(w.modelC*float64(pending))
-	pull := w.affinity * w.modelB * cached
+	queue := queueMS(sp, prefill, squares, pending)
+	pull := w.affinity * sp.B * cached
 	if w.affinityQueue > 0 {
-		pull /= 1 + queue/w.affinityQueue
+		pull /= 1 + max(0, queue-k.minQueue)/w.affinityQueue
 	}
-	t := k.isl - cached
-	lin := float64(w.modelA*t) + w.modelB
-	prefillMS := float64(lin*t) + w.modelC
-	return queue + prefillMS - pull + float64(w.reqWeight*float64(requests))
+	own := sp.MS(k.isl - cached)
+	return queue + float64((1+k.beta)*own) - pull + float64(w.reqWeight*float64(requests))
 }

@@ -144,6 +144,8 @@ type weights struct {
 	kvselect                                                         bool    // kvselect's cost function instead of Dynamo's
 	modelA, modelB, modelC                                           float64 // prefill-time model (kvselect policy)
 	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
+	missWork                                                         float64 // cap of the cache-miss work weight (kvselect policy)
+	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {
@@ -154,6 +156,7 @@ func (e *Engine) weightsFor(o *ConfigOverride) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
+		missWork: c.MissWorkWeight, fixedSpeed: c.FixedPrefillModel,
 	}
 	if o == nil {
 		return w
