@@ -48,10 +48,22 @@ func KVSelectScorer(cfg Config) Scorer {
 type kvselectScorer struct{ w weights }
 
 func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
-	// One rank alone: no fleet pass, so the affinity discount is by the rank's absolute queue
-	// and the miss-work weight β is 0 (the policy before those terms).
+	// The fleet passes run over the selection's ranks (ctx.fleet) as the built-in cost does; a
+	// context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
 	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
-	t.settle(0)
+	fleet := ctx.fleet
+	if len(fleet) == 0 {
+		fleet = []scored{{Candidate: *c}}
+	}
+	for i := range fleet {
+		t.observeSpeed(fleet[i].Load.Speed)
+	}
+	t.settleSpeed()
+	for i := range fleet {
+		l := fleet[i].Load
+		t.observe(l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills)
+	}
+	t.settle(len(fleet))
 	return t.cost(c.DeviceBlocks, c.HostExtBlocks, c.DiskExtBlocks, c.BookedPrefixBlocks, c.Load)
 }

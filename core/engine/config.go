@@ -27,7 +27,7 @@ type Config struct {
 	WorkerPrefillModels map[uint64]PrefillModel
 	// MissWorkWeight caps the kvselect policy's weight of the extra work a cache miss adds to the
 	// fleet (see kvselect_cost.go): its own uncached prefill is charged (1 + β) times, β the mean
-	// number of pending prefills per rank, at most MissWorkWeight (default 4; 0 = plain TTFT).
+	// number of pending prefills per rank, at most MissWorkWeight (default 0: off; experimental).
 	MissWorkWeight float64
 	// AffinityWeight is the kvselect policy's value of keeping a cached prefix where it is, in
 	// multiples of the linear prefill time the cached tokens save (default 30), discounted by
@@ -102,7 +102,6 @@ func DefaultConfig() Config {
 		PrefillModelC:            16.50142,
 		AffinityWeight:           30,
 		AffinityQueueMS:          2000,
-		MissWorkWeight:           4,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,

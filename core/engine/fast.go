@@ -110,6 +110,10 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
 		for i := range cost {
+			k.observeSpeed(tr.SpeedAt(i))
+		}
+		k.settleSpeed()
+		for i := range cost {
 			prefill, _, _, pending, squares := tr.CountersAt(i)
 			k.observe(tr.SpeedAt(i), prefill, squares, pending)
 		}

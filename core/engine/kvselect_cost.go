@@ -42,6 +42,10 @@ import (
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
 	for i := range cs {
+		k.observeSpeed(cs[i].Load.Speed)
+	}
+	k.settleSpeed()
+	for i := range cs {
 		l := cs[i].Load
 		k.observe(l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills)
 	}
@@ -52,12 +56,16 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	}
 }
 
+// speedDeadband is the relative speed difference below which ranks are priced alike (speed).
+const speedDeadband = 2
+
 // kvselectTerms holds the per-selection invariants of the kvselect policy; cost evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
 //
-// Two passes: observe is called once per rank (in candidate order) to find the fleet's
-// shortest queue and mean pending count, settle closes that pass, and cost then prices each
-// rank. Invariant: cost is only called after settle.
+// Three passes: observeSpeed once per rank finds the fastest rank and settleSpeed closes that
+// pass; observe once per rank finds the fleet's shortest queue and mean pending count and
+// settle closes it; cost then prices each rank. Invariant: observe only after settleSpeed,
+// cost only after settle.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
@@ -67,14 +75,31 @@ type kvselectTerms struct {
 	minQueue float64
 	pending  int
 	beta     float64
+	// minB is the smallest per-token cost among the ranks; norm = modelB/minB after settle (see
+	// speed).
+	minB, norm float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
-	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl), minQueue: math.Inf(1)}
+	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl), minQueue: math.Inf(1), minB: math.Inf(1), norm: 1}
 }
 
-// speed is the model the cost uses for a rank whose learned (or prior) model is sp: sp itself,
-// or the configured model when learning is off or sp is unknown.
+// speed is the model the cost uses for a rank whose learned (or prior) model is sp, before
+// normalisation: sp itself, or the configured model when learning is off or sp is unknown.
+//
+// Learned speeds enter relative to the fastest rank: after the fleet pass every model is scaled
+// by norm = PrefillModelB / (smallest per-token cost), so the fastest rank is priced at the
+// configured prior and a rank learned twice as slow at twice that. The absolute scale stays the
+// one AffinityQueueMS is calibrated against, and what the estimator cannot tell apart from a
+// slower worker — booked uncached tokens that differ from what workers really computed, the
+// same way on every rank — does not shift every price at once.
+//
+// Speeds within speedDeadband of the fastest rank's are priced as the fastest's. In simulation
+// a rank whose cache thrashes learns a per-token cost up to ~30 % above the truth (its booked
+// uncached tokens undercount what it really recomputes); pricing that as slowness sends its
+// traffic elsewhere, which thrashes those caches in turn — a feedback loop that collapsed an
+// overloaded agentic workload. A genuinely slower worker (another GPU type, a shared GPU, a
+// larger model) differs by far more than the band.
 func (k *kvselectTerms) speed(sp load.SpeedModel) load.SpeedModel {
 	if k.w.fixedSpeed || !(sp.B > 0) {
 		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
@@ -87,13 +112,33 @@ func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
 	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
 }
 
-// observe is the fleet pass for one rank.
+// observeSpeed is the first fleet pass for one rank: the fastest rank's per-token cost.
+func (k *kvselectTerms) observeSpeed(sp load.SpeedModel) { k.minB = min(k.minB, k.speed(sp).B) }
+
+// settleSpeed ends the first fleet pass.
+func (k *kvselectTerms) settleSpeed() {
+	if k.minB > 0 && !math.IsInf(k.minB, 1) && k.w.modelB > 0 {
+		k.norm = k.w.modelB / k.minB
+	}
+}
+
+// price is the model a rank is priced with after the first pass (see speed): the prior exactly
+// within the dead band of the fastest rank, else its speed normalised to the fastest's.
+func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
+	sp = k.speed(sp)
+	if b := k.w.modelB; sp.B < speedDeadband*b && sp.B*speedDeadband > b {
+		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	}
+	return sp
+}
+
+// observe is the second fleet pass for one rank.
 func (k *kvselectTerms) observe(sp load.SpeedModel, prefill, squares uint64, pending int) {
-	k.minQueue = min(k.minQueue, queueMS(k.speed(sp), prefill, squares, pending))
+	k.minQueue = min(k.minQueue, queueMS(k.price(sp), prefill, squares, pending))
 	k.pending += pending
 }
 
-// settle ends the fleet pass over n ranks.
+// settle ends the second fleet pass, over n ranks.
 func (k *kvselectTerms) settle(n int) {
 	if n == 0 || math.IsInf(k.minQueue, 1) {
 		k.minQueue = 0
@@ -113,14 +158,14 @@ func (k *kvselectTerms) cost(dev, host, disk int32, booked int, l *RankLoad) flo
 // are wrapped in float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
 func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
 	w := &k.w
-	sp = k.speed(sp)
+	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
 	queue := queueMS(sp, prefill, squares, pending)
 	pull := w.affinity * sp.B * cached
 	if w.affinityQueue > 0 {
-		pull /= 1 + max(0, queue-k.minQueue)/w.affinityQueue
+		pull /= 1 + queue/w.affinityQueue
 	}
 	own := sp.MS(k.isl - cached)
 	return queue + float64((1+k.beta)*own) - pull + float64(w.reqWeight*float64(requests))

@@ -230,6 +230,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		l := &loads[i]
 		l.Owner = loadOwner(p.owners[i])
 		l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests, l.PendingPrefills, l.PrefillSquares = p.tracker.CountersAt(i)
+		l.Speed = p.tracker.SpeedAt(i)
 		c, o, sc := &p.cands[i], &ov[i], &cs[i]
 		sc.Owner = p.owners[i]
 		sc.Worker = nil

@@ -39,6 +39,8 @@ const (
 	forget      = 1 - 1.0/256
 	hubK        = 2.0
 	warmSamples = 8
+	// quantum sets the resolution of the published factor (solve).
+	quantum = 32
 	// maxSampleMS drops intervals longer than ten minutes (a stuck or forgotten request).
 	maxSampleMS = 600_000
 )
@@ -126,12 +128,16 @@ func (e *speedEstimator) observe(tokens uint64, ms float64) {
 	e.solve()
 }
 
-// solve recomputes cur as the prior scaled by the current factor.
+// solve recomputes cur as the prior scaled by the current factor, quantised to steps of
+// 1/quantum of itself (about 3 %): ranks whose speeds agree within noise then price equal work
+// equally, so the selector's random tie-breaks between idle equal ranks stay random instead of
+// always favouring whichever estimate came out a hair faster.
 func (e *speedEstimator) solve() {
 	s := e.factor()
 	if !(s > 0) || math.IsInf(s, 0) {
 		e.cur = e.prior
 		return
 	}
+	s = math.Exp(math.Round(math.Log(s)*quantum) / quantum)
 	e.cur = SpeedModel{A: e.prior.A * s, B: e.prior.B * s, C: e.prior.C * s}
 }
