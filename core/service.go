@@ -400,6 +400,13 @@ func (s *Service) Loads(model, group string) []PartitionLoads {
 	return s.eng.Loads(model, group)
 }
 
+// LoadsWithSpeeds is Loads with each rank's learned prefill speed (GET /loads).
+func (s *Service) LoadsWithSpeeds(model, group string) []PartitionLoads {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.LoadsWithSpeeds(model, group)
+}
+
 // PotentialLoads projects a prompt onto every rank (POST /potential_loads).
 func (s *Service) PotentialLoads(q *PromptQuery) ([]PotentialLoad, error) {
 	s.mu.Lock()

@@ -24,7 +24,7 @@ func TestLearnedSpeedConvergesInSim(t *testing.T) {
 	if _, err := Run(cfg, reqs, p, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, pl := range p.Engine().Loads("", "") {
+	for _, pl := range p.Engine().LoadsWithSpeeds("", "") {
 		for _, s := range pl.PrefillSpeeds {
 			for _, tok := range []float64{1000, 8000} {
 				got := (s.MSPerTokenSquared*tok+s.MSPerToken)*tok + s.OverheadMS
