@@ -35,7 +35,7 @@ func TestAvailHitHandComputed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := Run(Config{Workers: c.workers, CapacityBlocks: 16, Seed: 1}, reqs, c.pol, nil)
+			res, err := Run(Config{Workers: c.workers, CapacityBlocks: 16, Seed: 1}, reqs, c.pol, SinkOf(c.pol))
 			if err != nil {
 				t.Fatal(err)
 			}

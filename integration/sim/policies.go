@@ -7,13 +7,15 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// Baseline policies. They consult only the simulator's View (in-flight counts and the workers'
-// true cache contents), so cache-aware baselines here are oracles: they see exactly what is
-// cached, with no event lag.
+// Baseline policies that need no lifecycle or KV events. Every baseline, here and in the
+// policy_*.go files, says where it comes from and reads only what a deployed router observes:
+// its own decisions, the request lifecycle, KV events, and scraped worker metrics
+// (view_observed.go).
 
 type randomPolicy struct{ rng *rand.Rand }
 
-// NewRandom picks a uniformly random worker.
+// NewRandom picks a uniformly random worker: what a Kubernetes Service in front of the workers
+// does (kube-proxy's iptables mode picks a random endpoint), and SGLang router's random policy.
 func NewRandom(seed uint64) Policy { return &randomPolicy{rand.New(rand.NewPCG(seed, 1))} }
 
 func (p *randomPolicy) Name() string                        { return "random" }
@@ -23,7 +25,8 @@ func (p *randomPolicy) Done(int)                            {}
 
 type roundRobin struct{ next int }
 
-// NewRoundRobin cycles through the workers.
+// NewRoundRobin cycles through the workers: the classic load balancer, SGLang router's
+// round_robin policy and Dynamo's round-robin router mode.
 func NewRoundRobin() Policy { return &roundRobin{} }
 
 func (p *roundRobin) Name() string { return "round-robin" }
@@ -35,36 +38,12 @@ func (p *roundRobin) Pick(v *View, _ int, _ *Request) int {
 func (p *roundRobin) PrefillDone(int) {}
 func (p *roundRobin) Done(int)        {}
 
-type leastLoaded struct{}
-
-// NewLeastLoaded picks the worker with the fewest in-flight requests (then the least queued
-// prefill work, then the lowest index).
-func NewLeastLoaded() Policy { return leastLoaded{} }
-
-func (leastLoaded) Name() string                        { return "least-loaded" }
-func (leastLoaded) Pick(v *View, _ int, _ *Request) int { return leastLoadedOf(v, nil) }
-func (leastLoaded) PrefillDone(int)                     {}
-func (leastLoaded) Done(int)                            {}
-
-// leastLoadedOf returns the least-loaded worker among those ok accepts (all when ok is nil).
-func leastLoadedOf(v *View, ok func(int) bool) int {
-	best := -1
-	for w := range v.Workers() {
-		if ok != nil && !ok(w) {
-			continue
-		}
-		if best < 0 || v.InFlight(w) < v.InFlight(best) ||
-			(v.InFlight(w) == v.InFlight(best) && v.PendingPrefillTokens(w) < v.PendingPrefillTokens(best)) {
-			best = w
-		}
-	}
-	return best
-}
-
 type prefixHash struct{ blocks int }
 
-// NewPrefixHash routes by rendezvous hashing of the first n blocks (session/prefix affinity
-// without load awareness).
+// NewPrefixHash routes by rendezvous hashing of the first n (at most 3) blocks: prefix or
+// session affinity without load awareness, the idea of SGLang model gateway's prefix_hash policy
+// (a consistent-hash ring over the first prefix_token_count tokens) and of Envoy's ring-hash
+// balancing on a session key. Unlike prefix_hash it has no load factor that diverts a hot key.
 func NewPrefixHash(n int) Policy { return prefixHash{n} }
 
 func (p prefixHash) Name() string { return "prefix-hash" }
@@ -85,53 +64,3 @@ func (p prefixHash) Pick(v *View, _ int, r *Request) int {
 }
 func (prefixHash) PrefillDone(int) {}
 func (prefixHash) Done(int)        {}
-
-type maxOverlap struct{}
-
-// NewMaxOverlap picks the worker with the longest cached prefix (ties: least loaded). It has no
-// balance guard, which is its known failure on traces with a universal first block.
-func NewMaxOverlap() Policy { return maxOverlap{} }
-
-func (maxOverlap) Name() string { return "max-overlap" }
-func (maxOverlap) Pick(v *View, _ int, r *Request) int {
-	best, bestK := -1, -1
-	for w := range v.Workers() {
-		k := v.CachedPrefix(w, r)
-		if k > bestK || (k == bestK && v.InFlight(w) < v.InFlight(best)) {
-			best, bestK = w, k
-		}
-	}
-	return best
-}
-func (maxOverlap) PrefillDone(int) {}
-func (maxOverlap) Done(int)        {}
-
-type sglangLike struct{}
-
-// NewSGLangLike mimics SGLang's cache-aware router: when load is imbalanced (max − min in-flight
-// > 32 and max > 1.5·min) route to the least loaded worker; otherwise, when the best prefix
-// match covers more than 30 % of the prompt, route to it; otherwise to the least loaded.
-func NewSGLangLike() Policy { return sglangLike{} }
-
-func (sglangLike) Name() string { return "sglang-like" }
-func (sglangLike) Pick(v *View, _ int, r *Request) int {
-	lo, hi := v.InFlight(0), v.InFlight(0)
-	for w := range v.Workers() {
-		lo, hi = min(lo, v.InFlight(w)), max(hi, v.InFlight(w))
-	}
-	if hi-lo > 32 && float64(hi) > 1.5*float64(lo) {
-		return leastLoadedOf(v, nil)
-	}
-	best, bestK := -1, -1
-	for w := range v.Workers() {
-		if k := v.CachedPrefix(w, r); k > bestK || (k == bestK && v.InFlight(w) < v.InFlight(best)) {
-			best, bestK = w, k
-		}
-	}
-	if float64(min(bestK*TraceBlockTokens, r.Input)) > 0.3*float64(r.Input) {
-		return best
-	}
-	return leastLoadedOf(v, nil)
-}
-func (sglangLike) PrefillDone(int) {}
-func (sglangLike) Done(int)        {}

@@ -6,8 +6,21 @@ import (
 	"github.com/kvselect/kvselect/core/engine"
 )
 
-// PolicyNames lists the policies RunPolicy knows, in report order.
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang-like", "dynamo", "kvselect", "kvselect-queue"}
+// PolicyNames lists the policies RunPolicy knows, in report order. Where each comes from:
+//
+//	random          Kubernetes Service / kube-proxy random endpoint (policies.go)
+//	round-robin     classic round-robin; SGLang router round_robin, Dynamo round-robin mode
+//	least-loaded    least outstanding requests by the router's own count (policy_leastloaded.go)
+//	prefix-hash     rendezvous hash of the prompt's first blocks (policies.go)
+//	max-overlap     longest prefix by KV events alone, llm-d's prefix-only sample profile
+//	sglang          SGLang's cache-aware router at its defaults (policy_sglang.go)
+//	llm-d           llm-d's precise prefix-cache + KV-utilisation + queue profile (policy_llmd.go)
+//	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
+//	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
+//
+// "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
+// the worker finished computing it), is accepted as an alias of "sglang".
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -21,9 +34,13 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "prefix-hash":
 		return Run(cfg, reqs, NewPrefixHash(2), nil)
 	case "max-overlap":
-		return Run(cfg, reqs, NewMaxOverlap(), nil)
-	case "sglang-like":
-		return Run(cfg, reqs, NewSGLangLike(), nil)
+		p := NewMaxOverlap()
+		return Run(cfg, reqs, p, SinkOf(p))
+	case "sglang", "sglang-like":
+		return Run(cfg, reqs, NewSGLang(cfg.Seed), nil)
+	case "llm-d":
+		p := NewLLMD(cfg.Seed)
+		return Run(cfg, reqs, p, SinkOf(p))
 	case "dynamo", "kvselect", "kvselect-queue":
 		ec := engine.DefaultConfig()
 		switch name {

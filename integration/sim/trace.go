@@ -24,9 +24,17 @@ type Request struct {
 	Blocks    []uint64 // prefix-block ids: equal id at equal position ⇒ reusable KV
 }
 
-// LoadTrace reads a Mooncake JSONL trace or an Azure 2023 CSV trace (by extension), keeping at
-// most limit requests (0 = all).
+// LoadTrace reads a Mooncake JSONL trace or an Azure 2023 CSV trace (by extension), or generates
+// the synthetic trace a "synth:" path names (see SynthPrefix), keeping at most limit requests
+// (0 = all).
 func LoadTrace(path string, limit int) ([]Request, error) {
+	if strings.HasPrefix(path, SynthPrefix) {
+		reqs, err := Synth(path)
+		if limit > 0 && len(reqs) > limit {
+			reqs = reqs[:limit]
+		}
+		return reqs, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
