@@ -42,7 +42,8 @@ func (d dynamoScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 func KVSelectScorer(cfg Config) Scorer {
 	return kvselectScorer{w: weights{credit: cfg.OverlapScoreCredit, host: cfg.HostCacheHitWeight, disk: cfg.DiskCacheHitWeight,
 		reqWeight: cfg.DecodeActiveRequestWeight, modelA: cfg.PrefillModelA, modelB: cfg.PrefillModelB, modelC: cfg.PrefillModelC,
-		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS}}
+		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS, kvselect: true,
+		missWork: cfg.MissWorkWeight, eviction: cfg.EvictionWeight, fixedSpeed: cfg.FixedPrefillModel}}
 }
 
 type kvselectScorer struct{ w weights }
@@ -53,11 +54,18 @@ func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 	n := normalized{isl: ctx.ISL}
 	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
 	fleet := ctx.fleet
-	if len(fleet) == 0 {
-		fleet = []scored{{Candidate: *c}}
+	self := -1
+	for i := range fleet {
+		if &fleet[i].Candidate == c {
+			self = i
+		}
+	}
+	if self < 0 {
+		fleet, self = []scored{{Candidate: *c}}, 0
 	}
 	for i := range fleet {
 		t.observeSpeed(fleet[i].Load.Speed)
+		t.observeEntries(fleet[i].entries)
 	}
 	t.settleSpeed()
 	for i := range fleet {
@@ -65,5 +73,7 @@ func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 		t.observe(l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills)
 	}
 	t.settle(len(fleet))
-	return t.cost(c.DeviceBlocks, c.HostExtBlocks, c.DiskExtBlocks, c.BookedPrefixBlocks, c.Load)
+	s := fleet[self]
+	s.Candidate = *c
+	return t.scoredCost(&s)
 }

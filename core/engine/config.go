@@ -25,14 +25,19 @@ type Config struct {
 	// WorkerPrefillModels overrides the prior model per worker id (every rank of the worker; a
 	// worker's ranks first registered after the override get it). Optional; see speed.go.
 	WorkerPrefillModels map[uint64]PrefillModel
-	// MissWorkWeight caps the kvselect policy's weight of the extra work a cache miss adds to the
-	// fleet (see kvselect_cost.go): its own uncached prefill is charged (1 + β) times, β the mean
-	// number of pending prefills per rank, at most MissWorkWeight (default 0: off; experimental).
+	// MissWorkWeight and EvictionWeight price what a rank's uncached prefill costs others, in
+	// the kvselect policy (kvselect_cost.go): the prefill is charged (1 + β + ε·occupancy)
+	// times, β the mean number of pending prefills per rank (the requests its work will delay)
+	// capped at MissWorkWeight (default 1), and ε = EvictionWeight (default 1) the share of the
+	// blocks it stores that evict others' (occupancy: kvselect_eviction.go). 0 turns either
+	// off.
 	MissWorkWeight float64
-	// AffinityWeight is the kvselect policy's value of keeping a cached prefix where it is, in
-	// multiples of the linear prefill time the cached tokens save (default 30), discounted by
-	// 1/(1 + queue_ms/AffinityQueueMS) so that a heavily queued rank loses its pull (default
-	// 2000 ms).
+	EvictionWeight float64
+	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
+	// multiples of the linear prefill time the cached tokens save, discounted by
+	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges
+	// (MissWorkWeight, EvictionWeight) price locality instead; the earlier default, 30, piled hot
+	// shared prefixes onto one rank and collapsed overloaded agentic workloads.
 	AffinityWeight             float64
 	AffinityQueueMS            float64
 	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
@@ -100,8 +105,9 @@ func DefaultConfig() Config {
 		PrefillModelA:            4.209989e-07,
 		PrefillModelB:            1.518344e-02,
 		PrefillModelC:            16.50142,
-		AffinityWeight:           30,
 		AffinityQueueMS:          2000,
+		MissWorkWeight:           1,
+		EvictionWeight:           1,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
@@ -152,6 +158,7 @@ func (c *Config) Validate() error {
 		{"affinity_weight", c.AffinityWeight},
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},
+		{"eviction_weight", c.EvictionWeight},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

@@ -42,12 +42,13 @@ import (
 // fastScratch holds the fast path's per-rank arrays (reused across selections; the engine is
 // single-threaded). All are indexed by candidate (= tracker ordinal).
 type fastScratch struct {
-	ov     []radix.Counts // tiered overlap: device, host, disk, external (blocks)
-	booked []uint32
-	cost   []float64
-	elig   []bool     // allowed_worker_ids mask (allowedMask)
-	loads  []RankLoad // loads of the materialised ranks only
-	cands  []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
+	ov      []radix.Counts // tiered overlap: device, host, disk, external (blocks)
+	booked  []uint32
+	cost    []float64
+	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
+	elig    []bool     // allowed_worker_ids mask (allowedMask)
+	loads   []RankLoad // loads of the materialised ranks only
+	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
@@ -109,8 +110,10 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	pick := argmin{best: bound, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
+		ent := e.entriesOf(p, w)
 		for i := range cost {
 			k.observeSpeed(tr.SpeedAt(i))
+			k.observeEntries(ent[i])
 		}
 		k.settleSpeed()
 		for i := range cost {
@@ -121,7 +124,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), tr.SpeedAt(i), prefill, squares, pending, requests)
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), ent[i], p.cands[i].w.kvCapacity(), tr.SpeedAt(i), prefill, squares, pending, requests)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

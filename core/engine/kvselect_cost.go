@@ -43,6 +43,7 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
 	for i := range cs {
 		k.observeSpeed(cs[i].Load.Speed)
+		k.observeEntries(cs[i].entries)
 	}
 	k.settleSpeed()
 	for i := range cs {
@@ -52,8 +53,19 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k.settle(len(cs))
 	for i := range cs {
 		s := &cs[i]
-		s.cost = k.cost(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.Load)
+		s.cost = k.scoredCost(s)
 	}
+}
+
+// scoredCost is cost for a scored candidate (its indexed blocks and worker's capacity known).
+func (k *kvselectTerms) scoredCost(s *scored) float64 {
+	l := s.Load
+	var capacity uint64
+	if s.w != nil {
+		capacity = s.w.kvCapacity()
+	}
+	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.entries, capacity, l.Speed,
+		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
 }
 
 // speedDeadband is the relative speed difference below which ranks are priced alike (speed).
@@ -78,6 +90,8 @@ type kvselectTerms struct {
 	// minB is the smallest per-token cost among the ranks; norm = modelB/minB after settle (see
 	// speed).
 	minB, norm float64
+	// maxEntries is the most blocks any rank holds in the index (observeEntries).
+	maxEntries int32
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -132,6 +146,9 @@ func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
 	return sp
 }
 
+// observeEntries is part of the first fleet pass: the rank's indexed blocks.
+func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+
 // observe is the second fleet pass for one rank.
 func (k *kvselectTerms) observe(sp load.SpeedModel, prefill, squares uint64, pending int) {
 	k.minQueue = min(k.minQueue, queueMS(k.price(sp), prefill, squares, pending))
@@ -150,13 +167,13 @@ func (k *kvselectTerms) settle(n int) {
 
 // cost is one rank's cost from its tiered overlap (blocks), booked prefix (blocks) and load.
 func (k *kvselectTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
-	return k.costOf(dev, host, disk, booked, l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+	return k.costOf(dev, host, disk, booked, 0, 0, l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
 }
 
 // costOf is cost from the load's fields: the rank's speed model, active prefill tokens, the sum
 // of squares and count of pending prefills, and active requests. Products added to something
 // are wrapped in float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, entries int32, capacity uint64, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
@@ -168,5 +185,9 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, sp load.SpeedM
 		pull /= 1 + queue/w.affinityQueue
 	}
 	own := sp.MS(k.isl - cached)
-	return queue + float64((1+k.beta)*own) - pull + float64(w.reqWeight*float64(requests))
+	charge := 1 + k.beta
+	if w.eviction > 0 {
+		charge += float64(w.eviction * occupancy(entries, capacity, k.maxEntries))
+	}
+	return queue + float64(charge*own) - pull + float64(w.reqWeight*float64(requests))
 }
