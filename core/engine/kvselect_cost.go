@@ -185,9 +185,10 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, entries int32,
 		pull /= 1 + queue/w.affinityQueue
 	}
 	own := sp.MS(k.isl - cached)
-	charge := 1 + k.beta
+	c := queue + float64((1+k.beta)*own) - pull + float64(w.reqWeight*float64(requests))
 	if w.eviction > 0 {
-		charge += float64(w.eviction * occupancy(entries, capacity, k.maxEntries))
+		// The blocks it stores, not the prefill's fixed overhead, are what evicts.
+		c += float64(float64(w.eviction*occupancy(entries, capacity, k.maxEntries)) * (own - sp.C))
 	}
-	return queue + float64(charge*own) - pull + float64(w.reqWeight*float64(requests))
+	return c
 }
