@@ -68,3 +68,14 @@ func (e *Engine) seedSpeed(p *partition, id uint64) {
 func (e *Engine) PrefillCompleteAt(id string, now time.Time) error {
 	return e.prefillComplete(id, now.UnixNano(), true)
 }
+
+// prefillSpeeds returns every rank's learned speed, in (worker, rank) order.
+func (p *partition) prefillSpeeds() []PrefillSpeed {
+	out := make([]PrefillSpeed, 0, len(p.cands))
+	for i := range p.tracker.Owners() {
+		if o, ok := p.tracker.OwnerAt(i); ok {
+			out = append(out, prefillSpeedOf(p.tracker.Speed(o)))
+		}
+	}
+	return out
+}

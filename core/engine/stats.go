@@ -11,6 +11,8 @@ type PartitionStats struct {
 	IndexBytes   int
 	Bookings     int // live bookings, local and mirrored
 	Sessions     int // session bindings
+	// PrefillSpeeds is every rank's learned prefill speed, in (worker, rank) order (speed.go).
+	PrefillSpeeds []PrefillSpeed
 }
 
 // PartitionStats returns every partition's statistics, sorted by key.
@@ -22,7 +24,7 @@ func (e *Engine) PartitionStats() []PartitionStats {
 		out = append(out, PartitionStats{
 			Key: k, BlockSize: p.blockSize, Workers: len(p.members), Ranks: len(p.cands),
 			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
-			Bookings: p.tracker.Len(), Sessions: len(p.sessions),
+			Bookings: p.tracker.Len(), Sessions: len(p.sessions), PrefillSpeeds: p.prefillSpeeds(),
 		})
 	}
 	return out
