@@ -49,8 +49,8 @@ func KVSelectScorer(cfg Config) Scorer {
 type kvselectScorer struct{ w weights }
 
 func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
-	// The fleet passes run over the selection's ranks (ctx.fleet) as the built-in cost does; a
-	// context built outside a selection has none, and then c is priced alone.
+	// The partition-wide terms come from the selection's ranks (ctx.fleet), as in the built-in
+	// cost; a context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
 	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
 	fleet := ctx.fleet
@@ -63,16 +63,12 @@ func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 	if self < 0 {
 		fleet, self = []scored{{Candidate: *c}}, 0
 	}
+	pending := 0
 	for i := range fleet {
-		t.observeSpeed(fleet[i].Load.Speed)
+		pending += fleet[i].Load.PendingPrefills
 		t.observeEntries(fleet[i].entries)
 	}
-	t.settleSpeed()
-	for i := range fleet {
-		l := fleet[i].Load
-		t.observe(l.Speed, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills)
-	}
-	t.settle(len(fleet))
+	t.settle(pending, len(fleet))
 	s := fleet[self]
 	s.Candidate = *c
 	return t.scoredCost(&s)

@@ -46,6 +46,7 @@ type fastScratch struct {
 	booked  []uint32
 	cost    []float64
 	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
+	occ     []float64  // each rank's cache occupancy (kvselect_eviction.go)
 	elig    []bool     // allowed_worker_ids mask (allowedMask)
 	loads   []RankLoad // loads of the materialised ranks only
 	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
@@ -110,21 +111,12 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	pick := argmin{best: bound, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
-		ent := e.entriesOf(p, w)
-		for i := range cost {
-			k.observeSpeed(tr.SpeedAt(i))
-			k.observeEntries(ent[i])
-		}
-		k.settleSpeed()
-		for i := range cost {
-			prefill, _, _, pending, squares := tr.CountersAt(i)
-			k.observe(tr.SpeedAt(i), prefill, squares, pending)
-		}
-		k.settle(len(cost))
+		k.settle(tr.PendingPrefills(), nc)
+		occ := e.occupancies(p, w, &k)
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), ent[i], p.cands[i].w.kvCapacity(), tr.SpeedAt(i), prefill, squares, pending, requests)
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ[i], tr.SpeedAt(i), prefill, squares, pending, requests)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

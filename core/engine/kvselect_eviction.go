@@ -38,3 +38,24 @@ func occupancy(entries int32, capacity uint64, maxEntries int32) float64 {
 	}
 	return 0
 }
+
+// occupancies returns, per candidate of p, the rank's occupancy for the fast path (all zeros
+// when the eviction term is off), having fed every rank's indexed blocks to k. Scratch, valid
+// until the next selection.
+func (e *Engine) occupancies(p *partition, w weights, k *kvselectTerms) []float64 {
+	f := &e.scratch.fast
+	occ := resize(f.occ, len(p.cands))
+	f.occ = occ
+	clear(occ)
+	if !(w.eviction > 0) {
+		return occ
+	}
+	ent := e.entriesOf(p, w)
+	for _, n := range ent {
+		k.observeEntries(n)
+	}
+	for i := range occ {
+		occ[i] = occupancy(ent[i], p.cands[i].w.kvCapacity(), k.maxEntries)
+	}
+	return occ
+}

@@ -88,6 +88,7 @@ func (t *Tracker) Add(b Booking) error {
 	st.startStretch(b.PrefillTokens, b.AdmittedAt)
 	st.prefill += b.PrefillTokens
 	if b.PrefillTokens > 0 {
+		t.pending++
 		st.pending++
 		st.squares += square(b.PrefillTokens)
 	}
@@ -116,7 +117,7 @@ func (t *Tracker) PrefillComplete(id string) error {
 	if r.prefill > 0 {
 		st.speed.marked = false // untimed: the stretch's accounting is lost (speedtrack.go)
 	}
-	st.dropPrefill(r.prefill)
+	t.dropPrefill(st, r.prefill)
 	r.prefill = 0
 	return nil
 }
@@ -131,13 +132,14 @@ func square(tokens uint64) uint64 {
 }
 
 // dropPrefill removes one booking's outstanding prefill from the owner's aggregates.
-func (st *ownerState) dropPrefill(tokens uint64) {
+func (t *Tracker) dropPrefill(st *ownerState, tokens uint64) {
 	if tokens == 0 {
 		return
 	}
 	st.prefill -= tokens
 	st.pending--
 	st.squares -= square(tokens)
+	t.pending--
 }
 
 // OutputBlock appends one output block of weight 1 to the booking. With
@@ -194,7 +196,7 @@ func (t *Tracker) Free(id string) error {
 func (t *Tracker) free(bi uint32) {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
-	st.dropPrefill(r.prefill)
+	t.dropPrefill(st, r.prefill)
 	st.weight -= r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 	t.release(r.slot, r.tail)
 

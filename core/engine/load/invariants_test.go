@@ -23,6 +23,15 @@ func (t *Tracker) checkInvariants() error {
 		}
 	}
 
+	// The partition-wide pending count is the sum of the owners'.
+	pend := 0
+	for _, s := range t.order {
+		pend += t.owners[s].pending
+	}
+	if pend != t.PendingPrefills() {
+		return fmt.Errorf("PendingPrefills %d, owners' sum %d", t.PendingPrefills(), pend)
+	}
+
 	// Bookings: walk every live booking's path, counting references.
 	type key struct{ node, slot uint32 }
 	refs := map[key]uint32{}

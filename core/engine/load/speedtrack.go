@@ -81,7 +81,7 @@ func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
 		}
 		st.speed.mark = max(st.speed.mark, now)
 	}
-	st.dropPrefill(r.prefill)
+	t.dropPrefill(st, r.prefill)
 	r.prefill = 0
 	return nil
 }

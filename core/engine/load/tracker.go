@@ -36,6 +36,9 @@ type Tracker struct {
 	// scratch is reused by Expire.
 	scratch []uint32
 
+	// pending is the sum of every owner's pending prefills (PendingPrefills).
+	pending int
+
 	// defaultSpeed is the prior speed model of owners added from now on (SetDefaultSpeed).
 	defaultSpeed SpeedModel
 }
@@ -60,3 +63,7 @@ func NewTracker() *Tracker {
 
 // Len returns the number of live bookings.
 func (t *Tracker) Len() int { return len(t.byID) }
+
+// PendingPrefills returns the number of live bookings, over all owners, whose prefill has not
+// completed (the sum of every owner's RankLoad.PendingPrefills). Cost O(1).
+func (t *Tracker) PendingPrefills() int { return t.pending }
