@@ -80,7 +80,9 @@ func (f *synthFleet) run(t *testing.T, e *Engine, n int, gapMS float64) {
 	complete(math.Inf(1))
 }
 
-func scaled(m PrefillModel, s float64) PrefillModel { return PrefillModel{A: m.A * s, B: m.B * s, C: m.C * s} }
+func scaled(m PrefillModel, s float64) PrefillModel {
+	return PrefillModel{A: m.A * s, B: m.B * s, C: m.C * s}
+}
 
 // newSynthFleet registers worker 1 (two DP ranks) and worker 2 on a kvselect engine; the ranks'
 // true speeds are 1.5×, 3× and 0.7× the configured prior.
@@ -91,7 +93,7 @@ func newSynthFleet(t *testing.T, seed uint64) (*Engine, *synthFleet) {
 	mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }))
 	prior := cfg.priorSpeed(0)
 	f := &synthFleet{
-		truth: map[Owner]PrefillModel{{Worker: 1, Rank: 0}: scaled(prior, 1.5), {Worker: 1, Rank: 1}: scaled(prior, 3), {Worker: 2, Rank: 0}: scaled(prior, 0.7)},
+		truth:  map[Owner]PrefillModel{{Worker: 1, Rank: 0}: scaled(prior, 1.5), {Worker: 1, Rank: 1}: scaled(prior, 3), {Worker: 2, Rank: 0}: scaled(prior, 0.7)},
 		freeAt: map[Owner]float64{}, rng: rand.New(rand.NewPCG(seed, 3)),
 	}
 	return e, f
