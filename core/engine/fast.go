@@ -46,7 +46,6 @@ type fastScratch struct {
 	booked  []uint32
 	cost    []float64
 	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
-	occ     []float64  // each rank's cache occupancy (kvselect_eviction.go)
 	elig    []bool     // allowed_worker_ids mask (allowedMask)
 	loads   []RankLoad // loads of the materialised ranks only
 	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
@@ -112,11 +111,23 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
 		k.settle(tr.PendingPrefills(), nc)
-		occ := e.occupancies(p, w, &k)
+		ent := e.entriesOf(p, w)
+		invMax := 0.0
+		evict := w.eviction > 0
+		if evict {
+			for _, n := range ent {
+				k.observeEntries(n)
+			}
+			invMax = k.invMax()
+		}
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ[i], tr.SpeedAt(i), prefill, squares, pending, requests)
+			occ := 0.0
+			if evict {
+				occ = occupancy(ent[i], p.cands[i].invCap, invMax)
+			}
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

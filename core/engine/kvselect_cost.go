@@ -60,11 +60,11 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		var capacity uint64
+		var invCap float64
 		if s.w != nil {
-			capacity = s.w.kvCapacity()
+			invCap = s.w.invKVCapacity()
 		}
-		occ = occupancy(s.entries, capacity, k.maxEntries)
+		occ = occupancy(s.entries, invCap, k.invMax())
 	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
 		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
@@ -94,6 +94,14 @@ func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms 
 
 // observeEntries takes one rank's indexed blocks into the partition's maximum.
 func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+
+// invMax is 1/maxEntries, 0 while every rank is empty.
+func (k *kvselectTerms) invMax() float64 {
+	if k.maxEntries > 0 {
+		return 1 / float64(k.maxEntries)
+	}
+	return 0
+}
 
 // settle sets β from the partition's pending prefills over its n ranks.
 func (k *kvselectTerms) settle(pending, n int) {

@@ -24,38 +24,20 @@ func (e *Engine) entriesOf(p *partition, w weights) []int32 {
 	return ent
 }
 
-// kvCapacity is the worker's registered total_kv_blocks per rank, 0 when unknown.
-func (w *worker) kvCapacity() uint64 { return deref(w.spec.TotalKVBlocks, 0) }
-
-// occupancy is a rank's cache occupancy in [0, 1] from its indexed blocks and capacity (0 =
-// unknown: relative to the fullest rank, maxEntries).
-func occupancy(entries int32, capacity uint64, maxEntries int32) float64 {
-	switch {
-	case capacity > 0:
-		return min(1, float64(entries)/float64(capacity))
-	case maxEntries > 0:
-		return float64(entries) / float64(maxEntries)
+// invKVCapacity is 1/total_kv_blocks of the worker (per rank), 0 when unknown.
+func (w *worker) invKVCapacity() float64 {
+	if c := deref(w.spec.TotalKVBlocks, 0); c > 0 {
+		return 1 / float64(c)
 	}
 	return 0
 }
 
-// occupancies returns, per candidate of p, the rank's occupancy for the fast path (all zeros
-// when the eviction term is off), having fed every rank's indexed blocks to k. Scratch, valid
-// until the next selection.
-func (e *Engine) occupancies(p *partition, w weights, k *kvselectTerms) []float64 {
-	f := &e.scratch.fast
-	occ := resize(f.occ, len(p.cands))
-	f.occ = occ
-	clear(occ)
-	if !(w.eviction > 0) {
-		return occ
+// occupancy is a rank's cache occupancy in [0, 1] from its indexed blocks and 1/capacity (0 =
+// unknown: relative to the fullest rank, through invMax = 1/maxEntries, 0 when every rank is
+// empty).
+func occupancy(entries int32, invCap, invMax float64) float64 {
+	if invCap > 0 {
+		return min(1, float64(entries)*invCap)
 	}
-	ent := e.entriesOf(p, w)
-	for _, n := range ent {
-		k.observeEntries(n)
-	}
-	for i := range occ {
-		occ[i] = occupancy(ent[i], p.cands[i].w.kvCapacity(), k.maxEntries)
-	}
-	return occ
+	return float64(entries) * invMax
 }

@@ -92,6 +92,7 @@ func (t *Tracker) AddOwner(o Owner) {
 	at, _ := slices.BinarySearchFunc(t.ids, o, Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
+	t.speeds = slices.Insert(t.speeds, at, st.speed.est.cur)
 	t.renumber(at)
 	t.version++
 }
@@ -118,6 +119,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 	at := int(t.ord[slot])
 	t.order = slices.Delete(t.order, at, at+1)
 	t.ids = slices.Delete(t.ids, at, at+1)
+	t.speeds = slices.Delete(t.speeds, at, at+1)
 	t.renumber(at)
 	t.version++
 	delete(t.slots, o)

@@ -45,6 +45,12 @@ func (t *Tracker) SetSpeedPrior(o Owner, m SpeedModel) {
 		return
 	}
 	t.owners[slot].speed.est.setPrior(m)
+	t.publishSpeed(slot)
+}
+
+// publishSpeed copies slot's current model into the ordinal-indexed speeds.
+func (t *Tracker) publishSpeed(slot uint32) {
+	t.speeds[t.ord[slot]] = t.owners[slot].speed.est.cur
 }
 
 // Speed returns o's learned speed; an unknown owner has the zero estimate.
@@ -56,12 +62,13 @@ func (t *Tracker) Speed(o Owner) SpeedEstimate {
 	return t.owners[slot].speed.est.estimate()
 }
 
-// SpeedAt returns the speed model of the owner at ordinal i (zero out of range). Cost O(1).
+// SpeedAt returns the speed model of the owner at ordinal i (zero out of range). Cost O(1),
+// one read from a dense per-ordinal array (the selection loop calls it for every rank).
 func (t *Tracker) SpeedAt(i int) SpeedModel {
 	if uint(i) >= uint(len(t.order)) {
 		return SpeedModel{}
 	}
-	return t.owners[t.order[i]].speed.est.cur
+	return t.speeds[i]
 }
 
 // PrefillCompleteAt is PrefillComplete at time now (unix nanos, the caller's clock, comparable
@@ -78,6 +85,7 @@ func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
 	if r.prefill > 0 && st.speed.marked {
 		if now >= st.speed.mark {
 			st.speed.est.observe(r.prefill, float64(now-st.speed.mark)/1e6)
+			t.publishSpeed(r.slot)
 		}
 		st.speed.mark = max(st.speed.mark, now)
 	}

@@ -16,6 +16,7 @@ type Tracker struct {
 	slots     map[Owner]uint32
 	order     []uint32
 	ids       []Owner
+	speeds    []SpeedModel // speeds[i] is the current speed model of ids[i] (SpeedAt)
 	ord       []uint32
 	freeSlots []uint32
 	// version counts owner-set changes (AddOwner of a new owner,
