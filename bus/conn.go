@@ -149,7 +149,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		nats.MaxPingsOutstanding(maxPingsOutstanding),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			stats.Connects.Add(1)
-			log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats connected", "url", connectedURL(cfg, nc))
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			stats.Disconnects.Add(1)
@@ -157,7 +157,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			stats.Reconnects.Add(1)
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats reconnected", "url", connectedURL(cfg, nc))
 			if cfg.OnReconnect != nil {
 				cfg.OnReconnect()
 			}

@@ -13,20 +13,28 @@ import (
 //
 // Wire body (map; unknown keys ignored, missing keys keep zero values):
 //
-//	{ "h": http_addr str, "l": leaving bool, "t": started_at i64 (unix nanos) }
+//	{ "h": http_addr str, "l": leaving bool, "t": started_at i64 (unix nanos),
+//	  "a": aliases [str] (optional, added after v1 shipped; see aliases.go) }
+//
+// "a" is written only when the replica has aliases, so a heartbeat without them keeps the
+// released bytes (testdata/golden/heartbeat.hex); readers that predate it skip the key.
 type Heartbeat struct {
 	Sender    string // replica id; set by the Replicator
 	BootID    uint64 // per-process boot id; set by the Replicator
 	HTTPAddr  string // where the replica serves HTTP (for /dump recovery); may be empty
 	StartedAt int64  // process start, unix nanoseconds; orders boots of one id
 	Leaving   bool   // graceful departure: remove at once, don't wait for expiry
+	// Aliases are the other ids clients may use for this replica (aliases.go); at most
+	// MaxAliases, each a valid replica id. Decoding reuses the slice.
+	Aliases []string
 }
 
 const (
 	hbKeyHTTPAddr  = "h"
 	hbKeyStartedAt = "t"
 	hbKeyLeaving   = "l"
-	heartbeatKeys  = 3
+	hbKeyAliases   = "a"
+	heartbeatKeys  = 3 // without aliases
 )
 
 var (
@@ -52,8 +60,17 @@ func (h *Heartbeat) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeVia
 // encodeBody writes keys in sorted order so the bytes are deterministic
 // (the golden test relies on it) and equal msgpack's SetSortMapKeys output.
 func (h *Heartbeat) encodeBody(enc *msgpack.Encoder) error {
-	if err := enc.EncodeMapLen(heartbeatKeys); err != nil {
+	n := heartbeatKeys
+	if len(h.Aliases) > 0 {
+		n++
+	}
+	if err := enc.EncodeMapLen(n); err != nil {
 		return err
+	}
+	if len(h.Aliases) > 0 {
+		if err := encodeAliases(enc, h.Aliases); err != nil {
+			return err
+		}
 	}
 	if err := enc.EncodeString(hbKeyHTTPAddr); err != nil {
 		return err
@@ -78,7 +95,7 @@ func (h *Heartbeat) decodeBody(d *Decoder) error {
 	if err != nil {
 		return malformed("heartbeat body", err)
 	}
-	h.HTTPAddr, h.StartedAt, h.Leaving = "", 0, false
+	h.HTTPAddr, h.StartedAt, h.Leaving, h.Aliases = "", 0, false, h.Aliases[:0]
 	for i := 0; i < n; i++ {
 		key, err := d.str()
 		if err != nil {
@@ -91,6 +108,8 @@ func (h *Heartbeat) decodeBody(d *Decoder) error {
 			h.StartedAt, err = d.dec.DecodeInt64()
 		case hbKeyLeaving:
 			h.Leaving, err = d.dec.DecodeBool()
+		case hbKeyAliases:
+			h.Aliases, err = decodeAliases(d, h.Aliases)
 		default:
 			err = d.skip(0)
 		}

@@ -39,6 +39,9 @@ type Members struct {
 	// ids keep their entry so stale traffic is still recognised).
 	// Invariant: len(boots) <= maxBootRecords + len(live) between calls.
 	boots map[string]*bootRecord
+	// aliases holds the aliases each live member announced (aliases.go); an entry exists only
+	// for a live id and is read-only once stored.
+	aliases map[string][]string
 }
 
 // Member is one live replica as seen through its heartbeats.
@@ -216,10 +219,12 @@ func (m *Members) Observe(hb *Heartbeat, now time.Time) Observation {
 		m.boots[hb.Sender].retire(hb.BootID)
 		if isLive {
 			delete(m.live, hb.Sender)
+			delete(m.aliases, hb.Sender)
 			obs.Change = MemberChange{Kind: MemberLeft, Member: *cur}
 		}
 		return obs
 	}
+	m.setAliases(hb.Sender, hb.Aliases)
 	if isLive && cur.BootID == hb.BootID {
 		cur.LastSeen, cur.HTTPAddr, cur.StartedAt = now, hb.HTTPAddr, hb.StartedAt
 		return obs
@@ -245,6 +250,7 @@ func (m *Members) Expire(now time.Time) []MemberChange {
 	for id, mem := range m.live {
 		if now.Sub(mem.LastSeen) > limit {
 			delete(m.live, id)
+			delete(m.aliases, id)
 			out = append(out, MemberChange{Kind: MemberExpired, Member: *mem})
 		}
 	}

@@ -24,6 +24,9 @@ type Config struct {
 	Cluster string
 	// ReplicaID is this replica's opaque identity (e.g. "tcp://host:9092").
 	ReplicaID string
+	// Aliases are the other ids clients may use for this replica, announced in heartbeats
+	// so that peers registered under any of them match (aliases.go). At most MaxAliases.
+	Aliases []string
 	// BootID identifies this process incarnation; 0 draws a random one.
 	BootID uint64
 	// HTTPAddr is announced in heartbeats (peers use it for /dump recovery).
@@ -177,6 +180,9 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 	if err := ValidateReplicaID(cfg.ReplicaID); err != nil {
 		return nil, fmt.Errorf("%w: replica id: %w", ErrConfig, err)
 	}
+	if err := normalizeAliases(&cfg); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +213,7 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 		if err := ValidateReplicaID(p); err != nil {
 			return nil, fmt.Errorf("%w: peer: %w", ErrConfig, err)
 		}
-		if p != cfg.ReplicaID {
+		if !r.IsSelf(p) {
 			r.peers[p] = struct{}{}
 		}
 	}
@@ -246,9 +252,9 @@ func (r *Replicator) Subjects() Subjects { return r.subjects }
 func (r *Replicator) Transport() Transport { return r.tr }
 
 // AddPeer adds id to the configured peers. It returns false if id was
-// already a peer, is this replica's own id, or is not a valid replica id.
+// already a peer, is this replica's own id or alias, or is not a valid replica id.
 func (r *Replicator) AddPeer(id string) (added bool) {
-	if id == r.cfg.ReplicaID || ValidateReplicaID(id) != nil {
+	if r.IsSelf(id) || ValidateReplicaID(id) != nil {
 		return false
 	}
 	r.mu.Lock()
@@ -298,7 +304,7 @@ func (r *Replicator) isPeerLocked(id string) bool {
 	if _, ok := r.peers[id]; ok {
 		return true
 	}
-	return r.cfg.DiscoverPeers && r.members.IsLive(id)
+	return r.cfg.DiscoverPeers && r.members.IsLive(id) || r.aliasPeerLocked(id)
 }
 
 // Close publishes what is still queued (best-effort), sends a leave

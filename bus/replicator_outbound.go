@@ -98,7 +98,7 @@ type publisher struct {
 }
 
 func (p *publisher) heartbeat(leaving bool) {
-	p.send(&Heartbeat{HTTPAddr: p.r.cfg.HTTPAddr, StartedAt: p.r.startedAt, Leaving: leaving})
+	p.send(&Heartbeat{HTTPAddr: p.r.cfg.HTTPAddr, StartedAt: p.r.startedAt, Leaving: leaving, Aliases: p.r.cfg.Aliases})
 }
 
 // send stamps m with this replica's identity, encodes and publishes it,

@@ -13,7 +13,7 @@ import (
 	"github.com/kvselect/kvselect/bus/natstest"
 )
 
-const waitLong = 5 * time.Second
+const waitLong = 60 * time.Second // generous: a loaded CI machine (see internal/poll.Generous)
 
 // sink records everything a Replicator's callbacks deliver, in order.
 type sink struct {

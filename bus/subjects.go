@@ -14,6 +14,7 @@ import (
 //	kvselect.v1.<cluster>.affinity                fan-out, Affinity envelopes
 //	kvselect.v1.<cluster>.members                 fan-out, Heartbeat envelopes
 //	kvselect.v1.<cluster>.snapshot.<replica-token> request/reply, addressed to one replica
+//	kvselect.v1.<cluster>.snapshot.probe           request/reply, answered by any replica that serves snapshots
 //
 // Model names, routing groups and replica ids never appear raw in a subject:
 // they are free-form strings that may contain '.', '*', '>' or whitespace.
@@ -40,6 +41,9 @@ const (
 	kindAffinity  = "affinity"
 	kindMembers   = "members"
 	kindSnapshot  = "snapshot"
+	// snapshotProbeToken is the last token of the probe subject; it cannot collide with a
+	// replica token (always 16 hex digits).
+	snapshotProbeToken = "probe"
 
 	// maxClusterLen bounds the cluster token; NATS itself has no small limit
 	// but subjects are copied into every message, so they stay short.
@@ -143,6 +147,11 @@ func (s Subjects) Snapshot(replicaID string) string {
 	return s.snapshot + ReplicaToken(replicaID)
 }
 
+// SnapshotProbe is the request/reply subject every replica that serves snapshots also answers
+// (with its replica id; see [Replicator.ServeSnapshotProbe]), so that a replica recovering at
+// startup finds a live source at once instead of waiting for a heartbeat.
+func (s Subjects) SnapshotProbe() string { return s.snapshot + snapshotProbeToken }
+
 // SubjectKind splits a kvselect subject and returns its cluster and kind
 // token ("lifecycle", "affinity", "members", "snapshot"). ok is false for
 // anything that is not a well-formed v1 kvselect subject.
@@ -173,7 +182,7 @@ func SubjectKind(subject string) (cluster, kind string, ok bool) {
 			return "", "", false
 		}
 	case kindSnapshot:
-		if n != subjectReplicaIndex+1 || len(toks[subjectReplicaIndex]) != 2*replicaTokenBytes {
+		if n != subjectReplicaIndex+1 || (len(toks[subjectReplicaIndex]) != 2*replicaTokenBytes && toks[subjectReplicaIndex] != snapshotProbeToken) {
 			return "", "", false
 		}
 	default:

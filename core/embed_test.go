@@ -156,7 +156,7 @@ func TestEmbeddedWithNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 5*time.Second, func() error {
+	natstest.WaitFor(t, natstest.ReadyTimeout, func() error {
 		for _, pl := range b.Loads("", "") {
 			for _, l := range pl.Loads {
 				if l.WorkerID == resp.WorkerID && l.ActiveRequests == 1 {
@@ -169,7 +169,7 @@ func TestEmbeddedWithNATS(t *testing.T) {
 	if err := b.Free(*req.SelectionID); err != nil { // a peer-booked id can be freed on any replica
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 5*time.Second, func() error {
+	natstest.WaitFor(t, natstest.ReadyTimeout, func() error {
 		if n := a.Loads("", "")[0].Loads; sumRequests(n) != 0 {
 			return fmt.Errorf("free has not propagated back: %+v", n)
 		}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -14,19 +15,36 @@ import (
 // in tests. As in Dynamo, numbers and booleans that do not parse are ignored (the default
 // stays), while an unknown enum string is an error. The result is validated.
 func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
+	return ConfigFromEnvLogged(lookup, nil)
+}
+
+// ConfigFromEnvLogged is ConfigFromEnv that also logs a warning naming each variable whose value
+// is ignored because it does not parse (Dynamo's behaviour is kept: the default stays, but the
+// operator learns why their setting had no effect). log may be nil (no warnings).
+func ConfigFromEnvLogged(lookup func(string) (string, bool), log *slog.Logger) (engine.Config, error) {
 	c := engine.DefaultConfig()
+	// name is the variable get found last, so that a warning names the one actually read.
+	var name string
 	get := func(names ...string) (string, bool) {
 		for _, n := range names {
 			if v, ok := lookup(n); ok && strings.TrimSpace(v) != "" {
+				name = n
 				return strings.TrimSpace(v), true
 			}
 		}
 		return "", false
 	}
+	ignored := func(v, want string) {
+		if log != nil {
+			log.Warn("ignoring unparsable environment variable; the default stays", "variable", name, "value", v, "expected", want)
+		}
+	}
 	f64 := func(dst *float64, names ...string) {
 		if v, ok := get(names...); ok {
 			if x, err := strconv.ParseFloat(v, 64); err == nil {
 				*dst = x
+			} else {
+				ignored(v, "a number")
 			}
 		}
 	}
@@ -34,6 +52,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
 		if v, ok := get(names...); ok {
 			if x, err := strconv.ParseFloat(v, 64); err == nil {
 				*dst = &x
+			} else {
+				ignored(v, "a number")
 			}
 		}
 	}
@@ -41,6 +61,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
 		if v, ok := get(names...); ok {
 			if b, ok := truthy(v); ok {
 				*dst = b
+			} else {
+				ignored(v, "a boolean (1/true/yes/on or 0/false/no/off)")
 			}
 		}
 	}
@@ -48,6 +70,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
 		if v, ok := get(names...); ok {
 			if x, err := strconv.ParseFloat(v, 64); err == nil && x >= 0 {
 				*dst = time.Duration(x * float64(time.Second))
+			} else {
+				ignored(v, "a non-negative number of seconds")
 			}
 		}
 	}
@@ -67,6 +91,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
 			if x == 0 {
 				c.OverlapScoreCredit = 0
 			}
+		} else {
+			ignored(v, "a number")
 		}
 	}
 	f64(&c.DecodeActiveRequestWeight, "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT")
@@ -93,16 +119,22 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
 		if x, err := strconv.ParseFloat(v, 64); err == nil {
 			d := time.Duration(x * float64(time.Second))
 			c.PredictedTTL = &d
+		} else {
+			ignored(v, "a number of seconds")
 		}
 	}
 	if v, ok := get("DYN_ROUTER_EVENT_THREADS"); ok {
 		if n, err := strconv.Atoi(v); err == nil {
 			c.EventThreads = n
+		} else {
+			ignored(v, "an integer")
 		}
 	}
 	if v, ok := get("DYN_ROUTER_MIN_INITIAL_WORKERS"); ok {
 		if n, err := strconv.Atoi(v); err == nil {
 			c.MinInitialWorkers = n
+		} else {
+			ignored(v, "an integer")
 		}
 	}
 	f64(&c.SharedCacheMultiplier, "DYN_SHARED_CACHE_MULTIPLIER")

@@ -188,7 +188,7 @@ func TestReconcileWhileApplying(t *testing.T) {
 		return st.Watermark, st.HasWatermark
 	}
 	// Warm up past the slow joiner: publish empty batches until one is applied.
-	warmErr := poll.Poll(20*time.Second, 5*time.Millisecond, func() error {
+	warmErr := poll.Poll(poll.Generous, 5*time.Millisecond, func() error {
 		if _, ok := applied(); ok {
 			return nil
 		}
@@ -222,7 +222,7 @@ func TestReconcileWhileApplying(t *testing.T) {
 	// Every streamed batch must be applied: the watermark reaches the last seq without a gap
 	// or restart beyond what the warm-up already saw.
 	last := start + batches - 1
-	err := poll.Poll(30*time.Second, time.Millisecond, func() error {
+	err := poll.Poll(poll.Generous, time.Millisecond, func() error {
 		if w, _ := applied(); w < last {
 			return fmt.Errorf("watermark %d, want %d", w, last)
 		}

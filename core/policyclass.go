@@ -109,6 +109,20 @@ func (p *policyProfile) classify(header string, uncached uint64) int {
 	return fam[b]
 }
 
+// queues reports whether any class of the profile has a busy threshold, so that requests may
+// park and workers need max_num_batched_tokens (Dynamo's queueing_enabled(model)).
+func (p *policyProfile) queues() bool {
+	for _, c := range p.classes {
+		if c.queues() {
+			return true
+		}
+	}
+	return false
+}
+
+// queueing is the engine's Options.Queueing: whether the profile resolved for model queues.
+func (ps *policies) queueing(model string) bool { return ps.forModel(model).queues() }
+
 // needsProbe reports whether classification depends on the request's cached prefix.
 func (p *policyProfile) needsProbe() bool { return len(p.buckets) > 1 }
 

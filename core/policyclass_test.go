@@ -251,3 +251,52 @@ func FuzzPolicyConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyClassesWithoutThresholdNeedNoBatchedTokens: queueing is per model profile (Dynamo's
+// queueing_enabled(model)). Classes that set no busy threshold never park a request, so a worker
+// registered without max_num_batched_tokens is schedulable; a profile with a thresholded class
+// still requires it, for that model only.
+func TestPolicyClassesWithoutThresholdNeedNoBatchedTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(`
+default_policy_family: f
+uncached_isl_buckets: [{min_tokens: 0, bucket: s}]
+policy_classes:
+  - {name: fs, policy_family: f, cache_bucket: s, quantum: 8}
+  - {name: vip, quantum: 1}
+models:
+  gated:
+    default_policy_family: g
+    uncached_isl_buckets: [{min_tokens: 0, bucket: s}]
+    policy_classes:
+      - {name: gs, policy_family: g, cache_bucket: s, quantum: 8, prefill_busy_threshold: 50}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.KVSelectDefaults()
+	cfg.UseKVEvents = false
+	cfg.PolicyConfig = path
+	svc, err := New(Config{Engine: cfg, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	for _, tc := range []struct {
+		id    uint64
+		model string
+		want  string // lifecycle
+	}{{1, "plain", "schedulable"}, {2, "gated", "incomplete"}} {
+		rec, err := svc.UpsertWorker(WorkerSpec{WorkerID: ptr(tc.id), ModelName: ptr(tc.model), Endpoint: ptr("http://w"), BlockSize: ptr(uint32(4))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Lifecycle) != tc.want {
+			t.Fatalf("worker %d of model %s: lifecycle %s (%v), want %s", tc.id, tc.model, rec.Lifecycle, rec.NotSchedulableReasons, tc.want)
+		}
+	}
+	req := selReq("r", 0, 8)
+	req.ModelName = ptr("plain")
+	if _, err := svc.SelectAndReserve(req); err != nil {
+		t.Fatalf("select on the worker without max_num_batched_tokens: %v", err)
+	}
+}

@@ -208,7 +208,7 @@ func pendingIs(svc *Service, n int) func() bool {
 	return func() bool { return svc.Stats().Queue.Pending == n }
 }
 
-const queueWait = 10 * time.Second
+const queueWait = poll.Generous
 
 func TestQueueParksAndDispatchesInOrder(t *testing.T) {
 	svc := queueFixture(t, "")

@@ -227,6 +227,7 @@ func (s *Service) RecoverNATS(ctx context.Context, cfg RecoveryConfig) (recovery
 	sink := newStagingSink(s)
 	res, err := recovery.FetchNATS(ctx, sink, recovery.NATSOptions{
 		Requester: br.r, Candidates: br.snapshotCandidates, DiscoveryWait: cfg.DiscoveryWait,
+		Probe:    br.r.ProbeSnapshotSource,
 		MaxChunk: cfg.MaxChunk, Deadline: cfg.NATSDeadline, Limits: cfg.Limits,
 		Logger: s.log.With("component", "recovery"),
 	})
@@ -267,6 +268,11 @@ func (s *Service) ServeSnapshots(opts recovery.ServerOptions) error {
 	}
 	srv := recovery.NewSnapshotServer(s.writeDump, opts)
 	if err := br.r.ServeSnapshot(srv.Handle); err != nil {
+		return err
+	}
+	// Answer "who serves snapshots?" too, so that a replica starting later finds this one at
+	// once instead of waiting for a heartbeat (see bus/snapshot_probe.go).
+	if err := br.r.ServeSnapshotProbe(); err != nil {
 		return err
 	}
 	s.rec.mu.Lock()

@@ -54,6 +54,7 @@ type BusReplicator struct {
 type ReplicationConfig struct {
 	Cluster       string   // subject namespace shared by the replicas
 	ReplicaID     string   // this replica's id
+	Aliases       []string // other ids clients may use for this replica (bus.Config.Aliases)
 	HTTPAddr      string   // announced in heartbeats
 	Peers         []string // initial replica-sync peers
 	DiscoverPeers bool     // treat every live member as a peer
@@ -96,7 +97,7 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		br.rs.joinRepeat = cfg.JoinResyncRepeat
 	}
 	r, err := bus.New(bus.Config{
-		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, HTTPAddr: cfg.HTTPAddr,
+		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, Aliases: cfg.Aliases, HTTPAddr: cfg.HTTPAddr,
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
 		BootID:            s.bootID,
 		HeartbeatInterval: cfg.HeartbeatInterval,
@@ -264,6 +265,9 @@ func (br *BusReplicator) peerRestarted(id string, prev, boot uint64) {
 
 // AddPeer implements Replicator.
 func (br *BusReplicator) AddPeer(id string) bool { return br.r.AddPeer(id) }
+
+// IsSelf reports whether id names this replica (its id or an alias).
+func (br *BusReplicator) IsSelf(id string) bool { return br.r.IsSelf(id) }
 
 // RemovePeer implements Replicator.
 func (br *BusReplicator) RemovePeer(id string) bool { return br.r.RemovePeer(id) }

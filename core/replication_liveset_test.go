@@ -260,7 +260,7 @@ func TestLiveSetRecoversMissedAdmission(t *testing.T) {
 	if _, err := b.svc.UpsertWorker(testWorker(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() error {
+	natstest.WaitFor(t, natstest.ReadyTimeout, func() error {
 		if got := activeRequests(b.svc); got != 1 {
 			return fmt.Errorf("b has %d requests, want the missed one", got)
 		}

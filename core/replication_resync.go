@@ -452,12 +452,5 @@ func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 	}
 }
 
-// isPeer reports whether id is a configured peer.
-func (br *BusReplicator) isPeer(id string) bool {
-	for _, p := range br.r.Peers() {
-		if p == id {
-			return true
-		}
-	}
-	return false
-}
+// isPeer reports whether id is a configured peer, under its id or an alias it announced.
+func (br *BusReplicator) isPeer(id string) bool { return br.r.IsPeer(id) }

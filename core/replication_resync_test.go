@@ -22,7 +22,7 @@ import (
 // booking made during an outage reaches the peer after the reconnect, that repeated resyncs
 // never double-count, and that a joining replica learns existing bookings.
 
-const syncTimeout = 10 * time.Second
+const syncTimeout = 60 * time.Second // generous: a loaded CI machine (internal/poll.Generous)
 
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }

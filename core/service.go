@@ -130,7 +130,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
-	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring})
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Queueing: pol.queueing})
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +436,10 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 	if err := bus.ValidateReplicaID(id); err != nil {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("invalid peer endpoint %q: %v", id, err)}
 	}
-	if id == s.cfg.ReplicaID {
+	if err := ValidatePeerEndpoint(id); err != nil {
+		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
+	}
+	if self, ok := s.repl.(interface{ IsSelf(string) bool }); id == s.cfg.ReplicaID || ok && self.IsSelf(id) {
 		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("%q is this replica's own id", id)}
 	}
 	return s.repl.AddPeer(id), nil
@@ -446,6 +449,9 @@ func (s *Service) RegisterPeer(id string) (added bool, err error) {
 func (s *Service) DeregisterPeer(id string) error {
 	if s.repl == nil {
 		return ErrReplicaSyncDisabled
+	}
+	if err := ValidatePeerEndpoint(id); err != nil {
+		return &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
 	}
 	if !s.repl.RemovePeer(id) {
 		return errPeerNotFound

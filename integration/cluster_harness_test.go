@@ -42,7 +42,7 @@ var (
 // syncTimeout bounds every "replicas converge" poll. Generous: the machine is shared and a
 // resync after a NATS restart waits for the reconnect (about 1–1.5 s) plus the resync delay
 // (2 s).
-const syncTimeout = 30 * time.Second
+const syncTimeout = poll.Generous
 
 // pollEvery is the polling interval of waitFor (not a synchronisation sleep).
 const pollEvery = 20 * time.Millisecond
@@ -180,7 +180,7 @@ func (p *proc) kill(t testing.TB) {
 	_ = p.cmd.Process.Kill()
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(poll.Generous):
 		t.Errorf("%s (pid %d) not reaped 10 s after SIGKILL", p.name, p.cmd.Process.Pid)
 	}
 }
@@ -242,7 +242,7 @@ type replica struct {
 func startReplica(t *testing.T, id string, extra ...string) *replica {
 	t.Helper()
 	r := &replica{id: id, port: freePort(t)}
-	r.args = append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(r.port), "--replica-id", id,
+	r.args = append([]string{"--shutdown-grace", "0", "--host", "127.0.0.1", "--port", strconv.Itoa(r.port), "--replica-id", id,
 		"--cluster", "it", "--log-level", "debug"}, extra...)
 	r.base = "http://127.0.0.1:" + strconv.Itoa(r.port)
 	r.start(t)
@@ -271,7 +271,7 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
-var httpClient = &http.Client{Timeout: 5 * time.Second}
+var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // statusError is a non-2xx answer.
 type statusError struct {
@@ -449,7 +449,7 @@ func (r *replica) stopGracefully(t testing.TB) {
 	_ = r.p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-r.p.done:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("%s did not exit 15 s after SIGTERM", r.id)
+	case <-time.After(poll.Generous):
+		t.Fatalf("%s did not exit %v after SIGTERM", r.id, poll.Generous)
 	}
 }

@@ -36,7 +36,7 @@ import (
 
 // kvTimeout bounds every KV-event poll. Generous: two cores are shared by several test runs,
 // and a listener that lost its connection redials with backoff.
-const kvTimeout = 20 * time.Second
+const kvTimeout = 60 * time.Second // internal/poll.Generous
 
 // kvPublisherScript is the pyzmq publisher owned by bus/kvlisten; reused, not copied.
 const kvPublisherScript = "../bus/kvlisten/testdata/vllm_publisher.py"

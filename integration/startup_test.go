@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestHTTPServesDuringRecovery: while startup recovery waits on a slow --indexer-peers peer, the
@@ -45,7 +44,7 @@ func TestHTTPServesDuringRecovery(t *testing.T) {
 	if err := r.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, func() error {
+	waitFor(t, syncTimeout, func() error {
 		if done, _ := r.p.exited(); !done {
 			return fmt.Errorf("still running after SIGTERM during recovery")
 		}

@@ -32,6 +32,21 @@ type NATSOptions struct {
 	DiscoveryWait time.Duration
 	// PollInterval is the Candidates polling period during DiscoveryWait (default 50 ms).
 	PollInterval time.Duration
+	// Probe, when set, asks the bus for any replica that serves snapshots right now and returns
+	// its id (an error wrapping bus.ErrNoResponders when none does). It is called on every
+	// round, bounded by ProbeTimeout, so a live source is found at once rather than after its
+	// next heartbeat; *bus.Replicator's ProbeSnapshotSource implements it.
+	Probe func(ctx context.Context) (string, error)
+	// ProbeTimeout bounds one Probe call (default 2 s).
+	ProbeTimeout time.Duration
+	// RetryFor is how long, from the start, failed rounds are retried (with backoff from
+	// RetryBackoff doubling to 2 s) once a live source is known: the probe answered, or a peer
+	// failed in a way other than "no responders" (a timeout, a digest or protocol error). A
+	// replica that heard nobody stops after DiscoveryWait as before. Default 10 s; negative
+	// disables retries.
+	RetryFor time.Duration
+	// RetryBackoff is the first pause between retried rounds (default 200 ms).
+	RetryBackoff time.Duration
 	// MaxChunk is the largest chunk body to ask for: the connection's MaxPayload minus headroom
 	// for the reply header and NATS framing (required, at least MinChunkBytes).
 	MaxChunk int
@@ -65,7 +80,9 @@ func ChunkLimit(maxPayload int64) int {
 // candidate with no snapshot responder (gone, or still recovering itself) fails at once with
 // "no responders" and the next is tried; a protocol, digest, timeout or parse failure discards
 // what the sink staged and moves on too. With no candidates (after DiscoveryWait) or no
-// success, the error wraps ErrNoPeer: the caller starts empty.
+// success, the error wraps ErrNoPeer: the caller starts empty. With Probe set, each round first
+// asks the bus for any live snapshot source; once a live source is known, failed rounds are
+// retried with backoff until RetryFor.
 //
 // The snapshot is parsed while it arrives; its digest is verified before the parser sees the
 // end of the payload, so a corrupted transfer never completes.
@@ -82,14 +99,23 @@ func FetchNATS(ctx context.Context, sink StagingSink, opts NATSOptions) (Result,
 	ctx, cancel := context.WithTimeout(ctx, opts.Deadline)
 	defer cancel()
 
-	// Candidates are tried as they become known: peers first, then live members. A candidate
-	// that answers "no responders" (gone, or itself still recovering) is skipped, and while the
-	// discovery window lasts, members heard later are tried too.
+	// Candidates are tried as they become known: the probe's answer, peers, then live members.
+	// A candidate that answers "no responders" (gone, or itself still recovering) is skipped,
+	// and while the discovery window lasts, members heard later are tried too. Once a live
+	// source is known to exist, failed rounds are retried with backoff until RetryFor.
 	deadline := start.Add(opts.DiscoveryWait)
+	retryUntil := start.Add(opts.RetryFor)
+	backoff := opts.RetryBackoff
 	tried := map[string]bool{}
+	live := false // a source exists: the probe answered or a peer failed other than "no responders"
 	var errs []error
 	for {
-		for _, peer := range opts.Candidates() {
+		round := opts.Candidates()
+		if id, ok := probe(ctx, opts); ok {
+			live = true
+			round = append([]string{id}, round...)
+		}
+		for _, peer := range round {
 			if tried[peer] {
 				continue
 			}
@@ -102,6 +128,7 @@ func FetchNATS(ctx context.Context, sink StagingSink, opts NATSOptions) (Result,
 			if errors.Is(err, bus.ErrNoResponders) {
 				log.Info("peer serves no snapshot (gone or still recovering)", "peer", peer)
 			} else {
+				live = true
 				log.Warn("snapshot recovery from peer failed; trying the next one", "peer", peer, "err", err, "bytes", st.Bytes)
 			}
 			errs = append(errs, err)
@@ -109,10 +136,26 @@ func FetchNATS(ctx context.Context, sink StagingSink, opts NATSOptions) (Result,
 				break
 			}
 		}
-		if ctx.Err() != nil || !time.Now().Before(deadline) {
+		if ctx.Err() != nil {
 			break
 		}
-		t := time.NewTimer(min(opts.PollInterval, time.Until(deadline)))
+		now := time.Now()
+		var pause time.Duration
+		switch {
+		case now.Before(deadline): // discovery: poll for candidates heard later
+			pause = min(opts.PollInterval, deadline.Sub(now))
+		case live && now.Before(retryUntil): // retry every candidate after a pause
+			pause = min(backoff, retryUntil.Sub(now))
+			backoff = min(2*backoff, maxRetryBackoff)
+			clear(tried)
+			log.Info("snapshot recovery round failed; retrying", "in", pause, "until", retryUntil.Format(time.RFC3339))
+		default:
+			pause = -1
+		}
+		if pause < 0 {
+			break
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -129,9 +172,44 @@ func FetchNATS(ctx context.Context, sink StagingSink, opts NATSOptions) (Result,
 	return res, fmt.Errorf("%w: %w", ErrNoPeer, errors.Join(errs...))
 }
 
+// NATS retry defaults (see NATSOptions.RetryFor).
+const (
+	DefaultRetryFor     = 10 * time.Second
+	DefaultRetryBackoff = 200 * time.Millisecond
+	DefaultProbeTimeout = 2 * time.Second
+	maxRetryBackoff     = 2 * time.Second
+)
+
+// probe asks opts.Probe for a live snapshot source; ok is false when there is no probe, nobody
+// answered, or the probe failed (logged: a broken probe must not stop recovery).
+func probe(ctx context.Context, opts NATSOptions) (string, bool) {
+	if opts.Probe == nil {
+		return "", false
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
+	defer cancel()
+	id, err := opts.Probe(pctx)
+	if err != nil {
+		if !errors.Is(err, bus.ErrNoResponders) {
+			opts.Logger.Debug("snapshot probe failed", "err", err)
+		}
+		return "", false
+	}
+	return id, true
+}
+
 func natsDefaults(o NATSOptions) NATSOptions {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 50 * time.Millisecond
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.RetryFor == 0 {
+		o.RetryFor = DefaultRetryFor
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = DefaultRetryBackoff
 	}
 	if o.FirstChunkTimeout <= 0 {
 		o.FirstChunkTimeout = DefaultFirstChunkTimeout

@@ -43,7 +43,8 @@ func staticSource(doc []byte) SnapshotSource {
 
 func natsOpts(m *memRequester, peers ...string) NATSOptions {
 	return NATSOptions{Requester: m, Candidates: func() []string { return peers }, MaxChunk: MinChunkBytes * 4,
-		ChunkTimeout: time.Second, FirstChunkTimeout: time.Second, Deadline: 10 * time.Second}
+		ChunkTimeout: time.Second, FirstChunkTimeout: time.Second, Deadline: 10 * time.Second,
+		RetryFor: -1} // one round: retries are tested in snapretry_test.go
 }
 
 // TestFetchNATSMultiChunk: a snapshot much larger than one chunk arrives whole, in order, once

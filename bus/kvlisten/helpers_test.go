@@ -141,7 +141,7 @@ func (p *testPub) openPub(addr string) {
 	}
 	pub := zmq4.NewPub(context.Background())
 	// The old socket's port may take a moment to free.
-	err := poll.Poll(time.Second, 10*time.Millisecond, func() error { return pub.Listen("tcp://" + addr) })
+	err := poll.Poll(poll.Generous, 10*time.Millisecond, func() error { return pub.Listen("tcp://" + addr) })
 	if err != nil {
 		p.t.Fatalf("pub listen %s: %v", addr, err)
 	}
@@ -311,7 +311,7 @@ func startListener(t testing.TB, cfg Config) *Listener {
 		go func() { _ = l.Close(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(poll.Generous):
 			t.Error("Close hung in cleanup")
 		}
 	})

@@ -45,7 +45,7 @@ func (p *pyPub) stop() { p.proc.Stop() }
 func warmUp(t *testing.T, p *pyPub, h *recHandler, prefix string) {
 	t.Helper()
 	start := h.count()
-	err := poll.Poll(10*time.Second, 20*time.Millisecond, func() error {
+	err := poll.Poll(poll.Generous, 20*time.Millisecond, func() error {
 		if h.count() != start {
 			return nil
 		}

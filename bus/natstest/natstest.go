@@ -14,7 +14,7 @@ import (
 
 // ReadyTimeout bounds how long RunServer waits for a server to accept
 // clients and RunCluster waits for routes to form.
-const ReadyTimeout = 10 * time.Second
+const ReadyTimeout = poll.Generous
 
 // DefaultOptions returns the options RunServer uses: 127.0.0.1, random
 // client port, no monitoring port, NoSigs, NoLog, JetStream off. The

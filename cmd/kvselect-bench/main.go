@@ -11,6 +11,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,9 @@ type result struct {
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h/--help printed the usage: not a failure
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, "kvselect-bench:", err)
 		os.Exit(1)
 	}

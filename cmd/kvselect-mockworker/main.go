@@ -22,9 +22,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/kvselect/kvselect/integration/fleet"
 	"github.com/kvselect/kvselect/integration/mockworker"
 )
 
@@ -62,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cfg.Topic, "topic", "", "topic frame of every KV-event message")
 	fs.IntVar(&o.cfg.ReplayBuffer, "replay-buffer", mockworker.DefaultReplayBuffer, "batches kept per rank for replay")
 	fs.Uint64Var(&o.cfg.HashSeed, "hash-seed", mockworker.DefaultHashSeed, "seed of the engine block hashes")
+	fs.StringVar(&o.cfg.Model, "model", fleet.PresetLegacy, "engine timing preset: "+strings.Join(fleet.PresetNames(), ", "))
 	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", mockworker.DefaultMaxTokens, "decode length when a request gives no max_tokens")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +106,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("mock worker serving", "http", ln.Addr().String(), "kv_events", w.Endpoints(),
 		"replay", w.ReplayEndpoints(), "block_size", w.Config().BlockSize,
-		"num_gpu_blocks", w.Config().NumGPUBlocks, "speedup", w.Config().Speedup)
+		"num_gpu_blocks", w.Config().NumGPUBlocks, "speedup", w.Config().Speedup, "model", w.Config().Model)
 	if ready != nil {
 		ready(ln.Addr().String(), w)
 	}

@@ -34,7 +34,7 @@ func TestRunServesAndStops(t *testing.T) {
 	case u = <-upc:
 	case err := <-done:
 		t.Fatalf("run returned early: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("worker did not come up")
 	}
 	cfg := u.w.Config()
@@ -58,7 +58,7 @@ func TestRunServesAndStops(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("run did not stop")
 	}
 }
@@ -77,5 +77,11 @@ func TestParseFlagsRejects(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"--kv-events", "udp://x:1"}, io.Discard, nil); err == nil {
 		t.Error("bad endpoint accepted")
+	}
+	if err := run(context.Background(), []string{"--model", "nope", "--kv-events", "tcp://127.0.0.1:0", "--replay", "", "--http", "127.0.0.1:0"}, io.Discard, nil); err == nil {
+		t.Error("unknown model accepted")
+	}
+	if o, err := parseFlags([]string{"--model", "h100-8b"}, io.Discard); err != nil || o.cfg.Model != "h100-8b" {
+		t.Errorf("--model h100-8b: %v %+v", err, o.cfg.Model)
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,10 @@ import (
 func trace(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join("..", "..", "..", "shared", "traces", "mooncake_synthetic_trace.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		p = filepath.Join("..", "..", "..", "..", "shared", "traces", "mooncake_synthetic_trace.jsonl") // a git worktree
+		_, err = os.Stat(p)
+	}
 	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("trace missing in CI: %v", err)
@@ -75,10 +81,53 @@ func TestBadArguments(t *testing.T) {
 		{"--trace", tr, "--requests", "10", "--policies", "nope"},
 		{"--trace", tr, "--requests", "10", "--windows", "-5"},
 		{"--trace", tr, "--requests", "10", "--baseline", "round-robin"},
+		{"--trace", tr, "--requests", "10", "--model", "gpt-9"},
+		{"--trace", tr, "--requests", "10", "--kv-event-delay", "-1ms"},
 	} {
 		var out, errb bytes.Buffer
 		if err := run(args, &out, &errb); err == nil {
 			t.Errorf("%v was accepted", args)
 		}
+	}
+}
+
+func TestHelpSucceeds(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run([]string{"--help"}, &out, &errb)
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "-model") || !strings.Contains(errb.String(), "h100x8-70b") {
+		t.Fatalf("--help: %v, usage %q", err, errb.String())
+	}
+}
+
+func TestModels(t *testing.T) {
+	tr := trace(t)
+	seen := map[float64]bool{}
+	for _, m := range []string{"legacy", "h100-8b", "h100x8-70b"} {
+		objs := jsonLines(t, "--trace", tr, "--requests", "200", "--speedup", "4", "--policies", "round-robin", "--model", m, "--json")
+		if objs[0]["model"] != m {
+			t.Fatalf("model %v, want %s", objs[0]["model"], m)
+		}
+		seen[objs[0]["ttft_p50_ms"].(float64)] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("three models gave the same TTFT p50: %v", seen)
+	}
+}
+
+func TestMarkdownOutput(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"--trace", trace(t), "--requests", "300", "--speedup", "2", "--policies", "round-robin,kvselect,least-loaded", "--markdown"}
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"| policy | hit rate |", "| round-robin |", "| kvselect |", "kvselect ÷ best other: mean ×", "kvselect ÷ best baseline (not kvselect-*): mean ×"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("markdown output lacks %q:\n%s", want, s)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"--trace", trace(t), "--requests", "200", "--windows", "100", "--policies", "kvselect", "--markdown"}, &out, &errb); err != nil || !strings.Contains(out.String(), "| kvselect |") {
+		t.Fatalf("windows markdown: %v\n%s", err, out.String())
 	}
 }

@@ -22,6 +22,9 @@ func init() {
 // so a session sticks to one candidate whichever replica the gateway asks. Call it after
 // svc.EnableReplication (the table attaches to the replicator).
 func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handler, error) {
+	if err := validateAIBrixPath(o.aibrixPath); err != nil {
+		return nil, err
+	}
 	cfg := aibrix.Config{Path: o.aibrixPath}
 	if o.aibrixPolicyFile != "" {
 		pol, err := aibrix.LoadPolicy(o.aibrixPolicyFile)

@@ -25,7 +25,7 @@ import (
 // over a real nats-server, then aibrixHandler, then api.New) each serve the decision endpoint
 // on a real loopback socket, and an AIBrix session sticks across them.
 
-const syncTimeout = 10 * time.Second
+const syncTimeout = 60 * time.Second
 
 // aibrixNode is one replica serving the AIBrix endpoint over HTTP.
 type aibrixNode struct {

@@ -22,6 +22,7 @@ type options struct {
 	replicaSyncPort          int
 	replicaSyncPeers         string
 	sessionAffinityTTLSecs   float64
+	sessionAffinityMode      string
 	selectionCacheTTLSecs    float64
 	selectionCacheMaxEntries int
 	selectionCacheMaxBytes   int64
@@ -57,6 +58,9 @@ type options struct {
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
+	showVersion       bool          // --version: print the build and exit
+	shutdownGrace     time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
+	shutdownTimeout   time.Duration // SIGTERM: how long in-flight requests may take after that
 }
 
 // parseFlags parses args (without the program name).
@@ -70,7 +74,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.indexerPeers, "indexer-peers", "", "comma-separated HTTP base URLs to recover the KV index from at startup (GET <url>/dump)")
 	fs.IntVar(&o.replicaSyncPort, "replica-sync-port", 0, "Dynamo compatibility: when set and --replica-id is not, the replica id becomes tcp://<host>:<port>")
 	fs.StringVar(&o.replicaSyncPeers, "replica-sync-peers", "", "comma-separated replica ids whose lifecycle events this replica applies")
-	fs.Float64Var(&o.sessionAffinityTTLSecs, "session-affinity-ttl-secs", 0, "session stickiness idle TTL in seconds (0 = off)")
+	fs.Func("session-affinity-ttl-secs", "session stickiness idle TTL, whole seconds in 1..31536000 (default: off)", func(v string) error {
+		secs, err := parseAffinityTTL(v)
+		o.sessionAffinityTTLSecs = float64(secs)
+		return err
+	})
+	fs.StringVar(&o.sessionAffinityMode, "session-affinity-mode", envOr("DYN_ROUTER_SESSION_AFFINITY_MODE", engine.SessionAffinityHard),
+		"hard (a booking may not move a live session off its bound worker) or soft (the session rebinds to where it ran); env DYN_ROUTER_SESSION_AFFINITY_MODE")
 	fs.Float64Var(&o.selectionCacheTTLSecs, "selection-cache-ttl-secs", 120, "lifetime of an unclaimed pending selection")
 	fs.IntVar(&o.selectionCacheMaxEntries, "selection-cache-max-entries", 4096, "maximum resident pending selections")
 	fs.Int64Var(&o.selectionCacheMaxBytes, "selection-cache-max-bytes", 256<<20, "approximate byte budget of pending selections")
@@ -106,6 +116,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version, Go version and VCS revision, then exit")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,11 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") {
 		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token, --nats-creds and --nats-tls-* apply to --nats-url; the embedded server has no authentication")
 	}
-	if o.port < 0 || o.port > 65535 {
-		return nil, fmt.Errorf("--port must be between 0 and 65535")
-	}
-	if o.replicaSyncPort < 0 || o.replicaSyncPort > 65535 {
-		return nil, fmt.Errorf("--replica-sync-port must be between 1 and 65535")
+	if err := o.checkDynamoRules(fs); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -156,6 +166,7 @@ func (o *options) applyFlags(c *engine.Config) {
 	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
 	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
 	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
+	c.SessionAffinityMode = o.sessionAffinityMode
 }
 
 // envOr returns the environment variable's value, or def when unset or empty.

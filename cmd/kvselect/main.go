@@ -53,11 +53,19 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bv := readBuildVersion()
+	if o.showVersion {
+		fmt.Println(bv)
+		return nil
+	}
+	if err := checkStartup(o); err != nil {
+		return err
+	}
 	log, err := newLogger(o, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := core.ConfigFromEnv(os.LookupEnv)
+	cfg, err := core.ConfigFromEnvLogged(os.LookupEnv, log)
 	if err != nil {
 		return err
 	}
@@ -68,11 +76,7 @@ func run(args []string, stderr io.Writer) error {
 	replicaID := o.replicaID
 	if replicaID == "" {
 		host, _ := os.Hostname()
-		port := o.replicaSyncPort
-		if port == 0 {
-			port = o.port
-		}
-		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(port))
+		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.syncPort()))
 	}
 
 	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
@@ -102,13 +106,18 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("NATS: %w", err)
 	}
 	defer nc.Close()
+	if o.natsURL != "" {
+		reportUnreachableNATS(log, nc, o.natsURL)
+	}
 
 	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval})
 	if err != nil {
 		return err
 	}
+	aliases := localAliases(replicaID, o.syncPort())
+	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", replicaID, "aliases", aliases)
 	br, err := svc.EnableReplication(core.ReplicationConfig{
-		Cluster: o.cluster, ReplicaID: replicaID, HTTPAddr: advertisedHTTP(o),
+		Cluster: o.cluster, ReplicaID: replicaID, Aliases: aliases, HTTPAddr: advertisedHTTP(o),
 		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
 	}, nc)
 	if err != nil {
@@ -127,10 +136,13 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("aibrix: %w", err)
 	}
-	handler := api.New(svc, api.Options{Logger: log, Metrics: api.NewMetrics(svc), AIBrix: ab, AIBrixPath: o.aibrixPath})
+	metrics := api.NewMetrics(svc)
+	metrics.RegisterBuildInfo(bv.Version, bv.GoVersion, bv.Revision)
+	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: ab, AIBrixPath: o.aibrixPath})
+	drain := &drainState{svc: svc}
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(o.host, strconv.Itoa(o.port)),
-		Handler:           handler,
+		Handler:           drain.wrap(handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -138,32 +150,55 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("kvselect listening", "addr", ln.Addr().String(), "replica_id", replicaID, "embedded_nats", emb != nil,
+	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", replicaID, "embedded_nats", emb != nil,
 		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy)
+	if emb != nil {
+		logEmbeddedURLs(log, emb)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first SIGINT or SIGTERM cancels ctx (ending a recovery in progress) and starts the
+	// shutdown; signal.Stop then restores the default action, so a second signal kills.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	caught := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case sig := <-sigc:
+			caught <- sig
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 
 	if err := recoverIndex(ctx, o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
 		return err
 	}
+	// A signal that ended recovery came before this replica was ever ready: nobody routes to it,
+	// so there is nothing to drain.
+	signalledEarly := ctx.Err() != nil
 	svc.OpenGate()
 	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
 		return fmt.Errorf("snapshot serving: %w", err)
 	}
 	svc.Start()
 
+	var sig os.Signal
 	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
+	case sig = <-caught:
 	case err := <-errc:
 		return err
 	}
-	_ = svc.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	signal.Stop(sigc)
+	grace := o.shutdownGrace
+	if sig == syscall.SIGINT || signalledEarly {
+		grace = 0
+	}
+	log.Info("shutting down", "signal", sig.String())
+	return drain.shutdown(log, srv, grace, o.shutdownTimeout, errc)
 }
 
 // recoverIndex runs startup index recovery (--indexer-peers over HTTP, then live replicas over

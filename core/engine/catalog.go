@@ -140,7 +140,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	for _, t := range spec.Taints {
 		w.taints[t] = struct{}{}
 	}
-	w.reasons = missingMetadata(w, e.cfg.QueueingEnabled(), e.cfg.UseKVEvents)
+	w.reasons = missingMetadata(w, e.queueingFor(w.key.Model), e.cfg.UseKVEvents)
 
 	var p *partition
 	if len(w.reasons) == 0 {
@@ -297,4 +297,13 @@ func patchMap(dst *map[string]string, src map[string]string) {
 	if src != nil {
 		*dst = src
 	}
+}
+
+// queueingFor reports whether router queueing applies to the model's partitions (and so whether
+// its workers need max_num_batched_tokens).
+func (e *Engine) queueingFor(model string) bool {
+	if e.queueingFn != nil {
+		return e.queueingFn(model)
+	}
+	return e.cfg.QueueingEnabled()
 }

@@ -68,6 +68,7 @@ type Config struct {
 	PredictedTTL               *time.Duration // router_predicted_ttl_secs: side index of bookings (predicted.go)
 	MinInitialWorkers          int
 	SessionAffinityTTL         time.Duration // 0 = off
+	SessionAffinityMode        string        // "hard" (default; "" = hard) or "soft" (affinity_mode.go)
 	SelectionCacheTTL          time.Duration // pending selections (120 s)
 	SelectionCacheMaxEntries   int           // 4096
 	SelectionCacheMaxBytes     int64         // 256 MiB
@@ -248,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionAffinityTTL < 0 || c.SessionAffinityTTL > 31_536_000*time.Second {
 		return fail("session_affinity_ttl_secs must be between 1 and 31536000")
+	}
+	if err := ParseSessionAffinityMode(c.SessionAffinityMode); err != nil {
+		return fail("%v", err)
 	}
 	if c.SelectionCacheTTL <= 0 {
 		return fail("selection_cache_ttl_secs must be positive")

@@ -18,6 +18,16 @@ import (
 //	  "mm_extra_info":null}]}},"dp_rank":0}}
 //
 // Hashes are unsigned JSON integers here (unlike the signed hashes of the selection API).
+//
+// An entry its owner holds below a block it removed (radix.DumpEvent.Bridge) is dumped as a
+// stored chain that bridges the gap with placeholder blocks, immediately followed by a removed
+// event for the placeholders:
+//
+//	{"worker_id":1,"storage_tier":"device","event":{"event_id":7,"data":{"removed":{
+//	  "block_hashes":[P]}},"dp_rank":0}}
+//
+// so that any consumer replaying the events in order (kvselect, Dynamo's indexer) ends with
+// exactly the entries of the source: the owner holds the blocks below the gap, and not the gap.
 
 // DumpPartitionKeys lists the partitions that have an index, sorted.
 func (e *Engine) DumpPartitionKeys() []PartitionKey {
@@ -50,8 +60,33 @@ func (e *Engine) DumpPartition(key PartitionKey, dst []byte) (out []byte, blockS
 	return dst, p.blockSize, events, true
 }
 
-// AppendStoredEvent appends one RouterEvent JSON object for a dumped stored chain.
+// AppendStoredEvent appends one RouterEvent JSON object for a dumped stored chain, and, for a
+// bridged chain, a comma and the removed event of its placeholders (same event id).
 func AppendStoredEvent(dst []byte, eventID uint64, ev radix.DumpEvent) []byte {
+	dst = appendStored(dst, eventID, ev)
+	if ev.Bridge <= 0 || ev.Bridge > len(ev.Blocks) {
+		return dst
+	}
+	dst = append(dst, `,{"worker_id":`...)
+	dst = strconv.AppendUint(dst, ev.Owner.Worker, 10)
+	dst = append(dst, `,"storage_tier":"`...)
+	dst = append(dst, ev.Tier.String()...)
+	dst = append(dst, `","event":{"event_id":`...)
+	dst = strconv.AppendUint(dst, eventID, 10)
+	dst = append(dst, `,"data":{"removed":{"block_hashes":[`...)
+	for i, b := range ev.Blocks[:ev.Bridge] {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendUint(dst, b.External, 10)
+	}
+	dst = append(dst, `]}},"dp_rank":`...)
+	dst = strconv.AppendUint(dst, uint64(ev.Owner.Rank), 10)
+	return append(dst, "}}"...)
+}
+
+// appendStored appends the stored RouterEvent of a dumped chain.
+func appendStored(dst []byte, eventID uint64, ev radix.DumpEvent) []byte {
 	dst = append(dst, `{"worker_id":`...)
 	dst = strconv.AppendUint(dst, ev.Owner.Worker, 10)
 	dst = append(dst, `,"storage_tier":"`...)

@@ -46,6 +46,9 @@ type Engine struct {
 	// scratch buffers reused across selections (the engine is single-threaded).
 	scratch selectScratch
 	dups    []uint64 // scratch of the duplicate-hash check of long stored chains
+
+	// queueingFn is Options.Queueing (nil = Config.QueueingEnabled).
+	queueingFn func(model string) bool
 }
 
 // Options carries what the engine cannot obtain itself.
@@ -60,6 +63,11 @@ type Options struct {
 	WriterID uint64
 	// Scoring adds custom scorers and a picker (see scoring.go).
 	Scoring Scoring
+	// Queueing reports whether router queueing applies to a model's partitions, i.e. whether
+	// the policy class profile resolved for it has a class with a busy threshold (Dynamo's
+	// queueing_enabled(model)). It decides whether a worker must register
+	// max_num_batched_tokens. It must be pure and deterministic. nil: Config.QueueingEnabled.
+	Queueing func(model string) bool
 }
 
 // New returns an engine with the given configuration, which must have passed Validate.
@@ -83,6 +91,7 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		scoring:  opts.Scoring,
 		pending:  newPendingCache(cfg.SelectionCacheTTL, cfg.SelectionCacheMaxEntries, cfg.SelectionCacheMaxBytes),
 	}
+	e.queueingFn = opts.Queueing
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
 		if err != nil {

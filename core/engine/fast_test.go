@@ -397,10 +397,13 @@ func differentialConfigs() map[string]func(*Config) {
 		},
 		"no_prefill": func(c *Config) { c.TrackPrefillTokens = false },
 		"queueing":   func(c *Config) { c.QueueThreshold = ptr(0.5) },
-		"sessions":   func(c *Config) { c.SessionAffinityTTL = time.Minute },
+		"sessions":   func(c *Config) { c.SessionAffinityTTL, c.SessionAffinityMode = time.Minute, SessionAffinitySoft },
+		"sessions_hard": func(c *Config) {
+			c.SessionAffinityTTL, c.SessionAffinityMode = time.Minute, SessionAffinityHard
+		},
 		"kvselect_sessions": func(c *Config) {
 			*c = KVSelectDefaults()
-			c.SessionAffinityTTL = time.Minute
+			c.SessionAffinityTTL, c.SessionAffinityMode = time.Minute, SessionAffinitySoft
 		},
 		"approximate": func(c *Config) { c.UseKVEvents = false },
 		"predicted":   func(c *Config) { c.PredictedTTL = ptr(30 * time.Second) },

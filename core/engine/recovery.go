@@ -245,10 +245,22 @@ func (e *Engine) InstallRecovered(key PartitionKey, r *RecoveredIndex) (InstallO
 
 // mergeIndex replays src's entries into dst (parents before children, so every chain attaches).
 // A src entry that conflicts with dst (the owner bound that hash elsewhere) follows Store's
-// newest-wins rule; one that no longer attaches is dropped. src is left unusable.
+// newest-wins rule; one that no longer attaches is dropped. A bridged entry (below a block its
+// owner removed) is stored with its placeholders, which are then removed; it is dropped in the
+// unlikely case that dst's owner holds a placeholder hash. src is left unusable.
 func mergeIndex(dst, src *radix.Index) {
+	var ph []uint64
 	src.Dump(func(ev radix.DumpEvent) bool {
-		_ = dst.Store(ev.Owner, ev.Tier, ev.Parent, ev.HasParent, ev.Blocks) // best effort, see above
+		ph = ph[:0]
+		for _, b := range ev.Blocks[:ev.Bridge] {
+			if dst.Holds(ev.Owner, b.External) {
+				return true
+			}
+			ph = append(ph, b.External)
+		}
+		if dst.Store(ev.Owner, ev.Tier, ev.Parent, ev.HasParent, ev.Blocks) == nil && len(ph) > 0 { // best effort, see above
+			dst.Remove(ev.Owner, ev.Tier, ph)
+		}
 		return true
 	})
 }

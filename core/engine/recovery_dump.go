@@ -21,6 +21,9 @@ type DumpRecord struct {
 	HasParent bool
 	Parent    uint64
 	Start, N  uint32 // the run in the block slice returned alongside
+	// Bridge counts the run's leading placeholder blocks (radix.DumpEvent.Bridge): the record
+	// encodes as the stored chain plus a removed event for them.
+	Bridge uint32
 }
 
 // DumpKeys lists every partition that has an index, sorted by (model, group): the live
@@ -56,14 +59,14 @@ func (e *Engine) DumpPartitionRecords(key PartitionKey, recs []DumpRecord, block
 	}
 	ix.Dump(func(ev radix.DumpEvent) bool {
 		recs = append(recs, DumpRecord{Owner: ev.Owner, Tier: ev.Tier, HasParent: ev.HasParent, Parent: ev.Parent,
-			Start: uint32(len(blocks)), N: uint32(len(ev.Blocks))})
+			Start: uint32(len(blocks)), N: uint32(len(ev.Blocks)), Bridge: uint32(ev.Bridge)})
 		blocks = append(blocks, ev.Blocks...)
 		return true
 	})
 	return recs, blocks, blockSize, true
 }
 
-// AppendDumpRecord appends rec (whose run lives in blocks) as one RouterEvent JSON object with
+// AppendDumpRecord appends rec (whose run lives in blocks) as its RouterEvent JSON object(s) with
 // the given event id: the same bytes AppendStoredEvent writes for the equivalent event.
 func AppendDumpRecord(dst []byte, eventID uint64, rec *DumpRecord, blocks []RecoveredBlock) []byte {
 	end := uint64(rec.Start) + uint64(rec.N)
@@ -72,5 +75,6 @@ func AppendDumpRecord(dst []byte, eventID uint64, rec *DumpRecord, blocks []Reco
 	}
 	return AppendStoredEvent(dst, eventID, radix.DumpEvent{
 		Owner: rec.Owner, Tier: rec.Tier, Parent: rec.Parent, HasParent: rec.HasParent, Blocks: blocks[min(uint64(rec.Start), end):end],
+		Bridge: int(min(rec.Bridge, rec.N)),
 	})
 }

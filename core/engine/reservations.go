@@ -127,7 +127,11 @@ func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*Reservatio
 	if ps.trackPrefill {
 		prefill = ps.effPrefill
 	}
-	if ps.session != "" {
+	if err := e.checkDispatch(p, ps.session, ps.owner, now); err != nil {
+		e.pending.consume(key, id, gen) // this selection is spent; a newer /select of the id survives
+		return nil, err
+	}
+	if ps.session != "" && !e.hardSessions() {
 		if b, ok := p.sessions[ps.session]; ok && b.owner != ps.owner && b.leases > 0 {
 			e.pending.remove(key, id)
 			return nil, badRequest("session %s is bound to worker %d (dp_rank %d), not the selected worker %d (dp_rank %d)",

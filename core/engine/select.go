@@ -87,8 +87,11 @@ func (e *Engine) SelectAndReserve(req *SelectRequest, now time.Time) (*SelectRes
 	if err != nil {
 		return nil, err
 	}
-	resp := e.response(sel, &id)
 	o := sel.pick.Owner
+	if err := e.checkDispatch(sel.p, sel.session, o, now); err != nil {
+		return nil, err
+	}
+	resp := e.response(sel, &id)
 	prefill := uint64(0)
 	if sel.w.trackPrefill {
 		prefill = resp.EffectivePrefillTokens
@@ -414,17 +417,14 @@ func overlapSummary(cs []scored, w *worker, bs uint64, p *partition) OverlapSumm
 	return sum
 }
 
-// workerLoad is the advisory projection for the chosen rank.
+// workerLoad is the advisory load snapshot of the chosen rank: its current prefill load, not
+// including the probing request (Dynamo's SelectionWorkerLoad; an idle rank reports 0).
 func (e *Engine) workerLoad(sel *selection) *WorkerLoad {
 	s := sel.pick
-	isl := sel.norm.isl
 	wl := &WorkerLoad{
 		ActivePrefillTokens:  s.Load.ActivePrefillTokens,
 		PrefillTokenCapacity: deref(s.w.spec.MaxNumBatchedTokens, DefaultPrefillCapacity),
 		TotalKVBlocks:        s.w.spec.TotalKVBlocks,
-	}
-	if sel.w.trackPrefill {
-		wl.ActivePrefillTokens += isl - min(cachedTokens(s, uint64(sel.p.blockSize), sel.w), isl)
 	}
 	if thr := e.cfg.PrefillBusyThreshold; thr != nil {
 		wl.PrefillBusy = ptr(float64(wl.ActivePrefillTokens) > *thr*float64(wl.PrefillTokenCapacity))

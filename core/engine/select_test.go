@@ -187,8 +187,9 @@ func TestPreferredTaints(t *testing.T) {
 	}
 }
 
-// TestSelectAdvisory: advisory selections add worker_load (with the prompt's own prefill),
-// prefill_busy only with a threshold, and skip queue admission.
+// TestSelectAdvisory: advisory selections add worker_load (the rank's current load, without the
+// probing prompt: Dynamo reports an idle worker as 0), prefill_busy only with a threshold, and
+// skip queue admission.
 func TestSelectAdvisory(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.PrefillBusyThreshold = ptr(0.5)
@@ -202,9 +203,9 @@ func TestSelectAdvisory(t *testing.T) {
 	adv.Advisory = true
 	resp, err := e.Select(adv, t0)
 	noErr(t, err)
-	// active_prefill_tokens projects this prompt onto the rank: 0 live + 40 new tokens.
+	// active_prefill_tokens is the idle rank's current load: the 40 probing tokens are not in it.
 	wl := resp.WorkerLoad
-	if wl == nil || wl.ActivePrefillTokens != 40 || wl.PrefillTokenCapacity != 100 || *wl.TotalKVBlocks != 50 || *wl.PrefillBusy {
+	if wl == nil || wl.ActivePrefillTokens != 0 || wl.PrefillTokenCapacity != 100 || *wl.TotalKVBlocks != 50 || *wl.PrefillBusy {
 		t.Fatalf("worker_load %+v", wl)
 	}
 	plain, err := e.Select(selReq("", toks(0, 40)), t0)
@@ -228,7 +229,7 @@ func TestSelectAdvisory(t *testing.T) {
 	wantErr(t, err, ErrOverloaded)
 	resp, err = e.Select(adv, t0)
 	noErr(t, err)
-	if wl := resp.WorkerLoad; wl.ActivePrefillTokens != 100 || !*wl.PrefillBusy {
+	if wl := resp.WorkerLoad; wl.ActivePrefillTokens != 60 || !*wl.PrefillBusy {
 		t.Fatalf("busy worker_load %+v", wl)
 	}
 

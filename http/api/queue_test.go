@@ -48,12 +48,12 @@ func TestRouterQueueOverHTTP(t *testing.T) {
 	gone, hangUp := context.WithCancel(t.Context())
 	goneOut := make(chan answer, 1)
 	go post(gone, `{"selection_id":"gone","token_ids":`+tokens(1000, 1008)+`}`, goneOut)
-	poll.True(t, 10*time.Second, "first caller parked", pending(1))
+	poll.True(t, poll.Generous, "first caller parked", pending(1))
 	hangUp()
 	if a := <-goneOut; a.err == nil {
 		t.Fatalf("the hung-up call returned %d", a.status)
 	}
-	poll.True(t, 10*time.Second, "abandoned request left the queue", func() bool {
+	poll.True(t, poll.Generous, "abandoned request left the queue", func() bool {
 		st := h.svc.Stats().Queue
 		return st.Pending == 0 && st.Abandoned == 1
 	})
@@ -61,7 +61,7 @@ func TestRouterQueueOverHTTP(t *testing.T) {
 	// A caller that waits is answered once big's prefill completes.
 	out := make(chan answer, 1)
 	go post(t.Context(), `{"selection_id":"waiter","token_ids":`+tokens(2000, 2008)+`}`, out)
-	poll.True(t, 10*time.Second, "second caller parked", pending(1))
+	poll.True(t, poll.Generous, "second caller parked", pending(1))
 	select {
 	case a := <-out:
 		t.Fatalf("answered while every rank is busy: %+v", a)
@@ -73,7 +73,7 @@ func TestRouterQueueOverHTTP(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK || a.body["selection_id"] != "waiter" {
 			t.Fatalf("waiter answered %+v", a)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(poll.Generous):
 		t.Fatal("the parked request was not answered after the prefill completed")
 	}
 	// The abandoned request booked nothing; the waiter's booking is live.

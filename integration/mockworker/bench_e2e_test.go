@@ -39,7 +39,7 @@ func BenchmarkServeIntoKVSelect(b *testing.B) {
 	if _, err := svc.UpsertWorker(core.WorkerSpec{WorkerID: &id, Endpoint: &url, BlockSize: &bs, KVEventsEndpoint: &ep, ReplayEndpoint: &rep}); err != nil {
 		b.Fatal(err)
 	}
-	poll.True(b, 10*time.Second, "subscription", func() bool { return w.Subscribed(0) })
+	poll.True(b, poll.Generous, "subscription", func() bool { return w.Subscribed(0) })
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := make([]uint32, 1024)
 	zero := 0

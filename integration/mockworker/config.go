@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kvselect/kvselect/bus/kvlisten"
+	"github.com/kvselect/kvselect/integration/fleet"
 )
 
 // Defaults applied by New to zero-valued Config fields. Block size, cache size, replay buffer
@@ -56,6 +57,9 @@ type Config struct {
 	MaxPromptTokens int
 	// DefaultMaxTokens is used when a request gives no max_tokens.
 	DefaultMaxTokens int
+	// Model names the engine preset whose timing the worker charges (fleet.PresetNames;
+	// "" is fleet.PresetLegacy, the Dynamo mocker's polynomials). See the package doc.
+	Model string
 	// Clock is the time source (RealClock when nil).
 	Clock Clock
 	// Logger receives diagnostics (discarded when nil).
@@ -87,6 +91,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}
+	}
+	if c.Model == "" {
+		c.Model = fleet.PresetLegacy
+	}
+	if _, err := fleet.Preset(c.Model); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

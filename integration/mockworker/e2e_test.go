@@ -115,7 +115,7 @@ func register(t *testing.T, svc *core.Service, id uint64, m *mock) {
 		t.Fatalf("register worker %d: %+v %v", id, rec, err)
 	}
 	for i := range eps {
-		poll.True(t, 10*time.Second, fmt.Sprintf("worker %d rank %d subscribed", id, int(start)+i), func() bool { return m.w.Subscribed(int(start) + i) })
+		poll.True(t, poll.Generous, fmt.Sprintf("worker %d rank %d subscribed", id, int(start)+i), func() bool { return m.w.Subscribed(int(start) + i) })
 	}
 }
 
@@ -138,7 +138,7 @@ func deviceBlocks(t *testing.T, svc *core.Service, prompt []uint32, worker uint6
 // the wanted block count.
 func waitOverlap(t *testing.T, svc *core.Service, what string, prompt []uint32, want map[[2]uint64]uint64) {
 	t.Helper()
-	poll.True(t, 10*time.Second, what, func() bool {
+	poll.True(t, poll.Generous, what, func() bool {
 		for k, n := range want {
 			if deviceBlocks(t, svc, prompt, k[0], uint32(k[1])) != n {
 				return false
@@ -223,7 +223,7 @@ func TestEndToEndRestartDropsStaleBlocks(t *testing.T) {
 	if err := a.w.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	poll.True(t, 10*time.Second, "re-subscribed", func() bool { return a.w.Subscribed(0) })
+	poll.True(t, poll.Generous, "re-subscribed", func() bool { return a.w.Subscribed(0) })
 	q := span(50000, 2*e2eBlock)
 	a.complete(t, q, nil)
 	waitOverlap(t, svc, "new incarnation indexed", q, map[[2]uint64]uint64{{1, 0}: 2})
@@ -279,7 +279,7 @@ func TestEndToEndIndexMatchesCaches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll.True(t, 10*time.Second, "listeners caught up", func() bool {
+	poll.True(t, poll.Generous, "listeners caught up", func() bool {
 		for i, m := range mocks {
 			next := m.w.Stats()[0].Publisher.NextSeq
 			recs := svc.Workers("", "")

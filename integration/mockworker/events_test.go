@@ -193,3 +193,43 @@ func TestDPRanksHaveOwnCachesAndEndpoints(t *testing.T) {
 		t.Fatalf("unpinned request served on %d (%v), want 4", r.DPRank, err)
 	}
 }
+
+// TestPresetPublishesStepBatches: with a realistic preset each engine step's KV events leave as
+// one batch: the blocks a prefill chunk completed (full blocks only, with their tokens), the
+// blocks evicted to make room, and AllBlocksCleared on Reset.
+func TestPresetPublishesStepBatches(t *testing.T) {
+	const bs = 4
+	w := newWorker(t, Config{BlockSize: bs, NumGPUBlocks: 8, Model: "h100-8b", Clock: NewInstantClock(epoch0)})
+	seed := w.Config().HashSeed
+	a := tokens(100, 3*bs+2) // 3 full blocks + a partial one
+	b := tokens(9000, 6*bs)  // its prompt takes 6 blocks: 5 are empty, one of a's is evicted
+	for _, p := range [][]uint32{a, b} {
+		if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: p, MaxTokens: intp(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.Published(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeAll(t, recs)
+	ha, hb := EngineHashes(nil, a, bs, seed), EngineHashes(nil, b, bs, seed)
+	if len(got) != 4 {
+		t.Fatalf("%d batches, want 4 (a stored, b's evictions, b stored, cleared): %+v", len(got), got)
+	}
+	if e := got[0].Events; len(e) != 1 || e[0].Kind != kvevents.KindBlockStored || !slices.Equal(e[0].BlockHashes, ha) || !slices.Equal(e[0].TokenIDs, a[:3*bs]) {
+		t.Fatalf("batch 0: %+v", e)
+	}
+	if e := got[1].Events; len(e) != 1 || e[0].Kind != kvevents.KindBlockRemoved || !slices.Equal(e[0].BlockHashes, ha[2:3]) {
+		t.Fatalf("batch 1: %+v, want a's deepest block evicted for b's prompt", e)
+	}
+	if e := got[2].Events; len(e) != 1 || !slices.Equal(e[0].BlockHashes, hb) || !slices.Equal(e[0].TokenIDs, b) {
+		t.Fatalf("batch 2: %+v", e)
+	}
+	if e := got[3].Events; len(e) != 1 || e[0].Kind != kvevents.KindAllBlocksCleared {
+		t.Fatalf("batch 3: %+v", e)
+	}
+}

@@ -100,14 +100,14 @@ func TestListenerRepairsGapByReplay(t *testing.T) {
 	w := newReplayWorker(t)
 	rec := &recorder{}
 	l := follow(t, w, rec)
-	poll.True(t, 5*time.Second, "listener subscribed", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "listener subscribed", func() bool { return w.Subscribed(0) })
 	serveN(t, w, 0, 1)
-	poll.True(t, 5*time.Second, "first batch", func() bool { return rec.count() == 1 })
+	poll.True(t, poll.Generous, "first batch", func() bool { return rec.count() == 1 })
 	if err := w.DropLive(0, 2); err != nil {
 		t.Fatal(err)
 	}
 	serveN(t, w, 1, 3) // seq 1, 2 dropped; seq 3 live reveals the gap
-	poll.True(t, 5*time.Second, "gap repaired", func() bool { return rec.count() == 4 })
+	poll.True(t, poll.Generous, "gap repaired", func() bool { return rec.count() == 4 })
 	got, _ := rec.snapshot()
 	checkApplied(t, w, got, 4, map[uint64]bool{1: true, 2: true})
 	st := l.State()
@@ -123,9 +123,9 @@ func TestListenerCatchesUpAfterLateJoin(t *testing.T) {
 	serveN(t, w, 0, 3)
 	rec := &recorder{}
 	follow(t, w, rec)
-	poll.True(t, 5*time.Second, "listener subscribed", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "listener subscribed", func() bool { return w.Subscribed(0) })
 	serveN(t, w, 3, 1)
-	poll.True(t, 5*time.Second, "catch-up", func() bool { return rec.count() == 4 })
+	poll.True(t, poll.Generous, "catch-up", func() bool { return rec.count() == 4 })
 	got, _ := rec.snapshot()
 	checkApplied(t, w, got, 4, map[uint64]bool{0: true, 1: true, 2: true})
 }
@@ -136,15 +136,15 @@ func TestListenerSeesRestart(t *testing.T) {
 	w := newReplayWorker(t)
 	rec := &recorder{}
 	l := follow(t, w, rec)
-	poll.True(t, 5*time.Second, "listener subscribed", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "listener subscribed", func() bool { return w.Subscribed(0) })
 	serveN(t, w, 0, 3)
-	poll.True(t, 5*time.Second, "three batches", func() bool { return rec.count() == 3 })
+	poll.True(t, poll.Generous, "three batches", func() bool { return rec.count() == 3 })
 	if err := w.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	poll.True(t, 10*time.Second, "listener re-subscribed", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "listener re-subscribed", func() bool { return w.Subscribed(0) })
 	serveN(t, w, 10, 1)
-	poll.True(t, 5*time.Second, "post-restart batch", func() bool { return rec.count() == 4 })
+	poll.True(t, poll.Generous, "post-restart batch", func() bool { return rec.count() == 4 })
 	got, restarts := rec.snapshot()
 	if len(restarts) != 1 || restarts[0] != [2]uint64{2, 0} {
 		t.Fatalf("restarts %v, want [[2 0]]", restarts)

@@ -54,7 +54,7 @@ func recvTimeout(t *testing.T, s zmq4.Socket, d time.Duration) zmq4.Msg {
 func TestLiveFramesOnTheWire(t *testing.T) {
 	w := newWorker(t, Config{BlockSize: 4, NumGPUBlocks: 64, Topic: "kv-events", Clock: NewInstantClock(epoch0)})
 	sub := dialSub(t, w.Endpoints()[0], "kv")
-	poll.True(t, 5*time.Second, "subscription", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "subscription", func() bool { return w.Subscribed(0) })
 	for i := range 3 {
 		if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(uint32(i)*100, 8)}); err != nil {
 			t.Fatal(err)
@@ -62,7 +62,7 @@ func TestLiveFramesOnTheWire(t *testing.T) {
 	}
 	recs, _ := w.Published(0, 0)
 	for i := range 3 {
-		m := recvTimeout(t, sub, 5*time.Second)
+		m := recvTimeout(t, sub, poll.Generous)
 		topic, seq, payload, err := kvevents.ParseLive(m.Frames)
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +103,7 @@ func TestReplayProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll.True(t, 5*time.Second, "malformed requests counted", func() bool { return w.Stats()[0].Publisher.BadReplays == 3 })
+	poll.True(t, poll.Generous, "malformed requests counted", func() bool { return w.Stats()[0].Publisher.BadReplays == 3 })
 
 	recs, _ := w.Published(0, 0)
 	if len(recs) != 3 || recs[0].Seq != 2 {
@@ -114,7 +114,7 @@ func TestReplayProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 		for want := c.first; ; want++ {
-			m := recvTimeout(t, d, 5*time.Second)
+			m := recvTimeout(t, d, poll.Generous)
 			if len(m.Frames) != 4 {
 				t.Fatalf("reply with %d frames, want 4", len(m.Frames))
 			}
@@ -191,11 +191,11 @@ func TestRestartNewIncarnation(t *testing.T) {
 		t.Fatalf("after restart: %d records, first seq %d", len(recs), recs[0].Seq)
 	}
 	sub := dialSub(t, eps[0], "")
-	poll.True(t, 5*time.Second, "subscription after restart", func() bool { return w.Subscribed(0) })
+	poll.True(t, poll.Generous, "subscription after restart", func() bool { return w.Subscribed(0) })
 	if _, err := w.Serve(context.Background(), Request{PromptTokenIDs: tokens(500, 4)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, seq, _, err := kvevents.ParseLive(recvTimeout(t, sub, 5*time.Second).Frames); err != nil || seq != 1 {
+	if _, seq, _, err := kvevents.ParseLive(recvTimeout(t, sub, poll.Generous).Frames); err != nil || seq != 1 {
 		t.Fatalf("live after restart: seq %d err %v, want 1", seq, err)
 	}
 }

@@ -39,9 +39,10 @@ type rank struct {
 
 	mu          sync.Mutex
 	inc         uint64
-	cache       *prefixcache.Cache
-	pub         *publisher // nil once closed
-	prefillFree float64    // model ms at which the current prefill queue drains
+	cache       *prefixcache.Cache // the legacy model's cache (es is nil then)
+	es          *engState          // the vLLM-style engine of a realistic preset (cache unused)
+	pub         *publisher         // nil once closed
+	prefillFree float64            // model ms at which the current prefill queue drains
 	active      int
 	requests    uint64
 	promptTok   uint64
@@ -87,10 +88,15 @@ func (r *rank) stats() RankStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := RankStats{
-		DPRank: int(r.global), Incarnation: r.inc, Capacity: r.cache.Capacity(),
-		CachedBlocks: r.cache.Len(), PinnedBlocks: r.cache.Pinned(), Usage: r.cache.Used(),
-		Active: r.active, Requests: r.requests, PromptTokens: r.promptTok, CachedTokens: r.cachedTok,
-		Overcommits: r.cache.Overcommits(), StoredBlocks: r.stored, EvictedBlocks: r.evicted,
+		DPRank: int(r.global), Incarnation: r.inc, Active: r.active, Requests: r.requests,
+		PromptTokens: r.promptTok, CachedTokens: r.cachedTok, StoredBlocks: r.stored, EvictedBlocks: r.evicted,
+	}
+	if r.es != nil {
+		st := r.es.eng.Stats()
+		s.Capacity, s.CachedBlocks, s.PinnedBlocks, s.Usage = st.NumBlocks, st.CachedBlocks, st.UsedBlocks, st.KVUsage
+	} else {
+		s.Capacity, s.CachedBlocks, s.PinnedBlocks, s.Usage = r.cache.Capacity(), r.cache.Len(), r.cache.Pinned(), r.cache.Used()
+		s.Overcommits = r.cache.Overcommits()
 	}
 	if r.pub != nil {
 		s.Publisher = r.pub.snapshot()

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/integration/mockworker"
@@ -72,10 +71,10 @@ func TestSoakConcurrentWithFaults(t *testing.T) {
 	wg.Wait()
 	// One more batch per worker so that any trailing dropped batch shows up as a gap.
 	for i, m := range mocks {
-		poll.True(t, 10*time.Second, "re-subscribed", func() bool { return m.w.Subscribed(0) })
+		poll.True(t, poll.Generous, "re-subscribed", func() bool { return m.w.Subscribed(0) })
 		_, _ = m.w.Serve(context.Background(), mockworker.Request{PromptTokenIDs: span(uint32(i)*7+1, e2eBlock)})
 	}
-	poll.True(t, 30*time.Second, "listeners to catch up", func() bool {
+	poll.True(t, poll.Generous, "listeners to catch up", func() bool {
 		for i, m := range mocks {
 			next := m.w.Stats()[0].Publisher.NextSeq
 			for _, r := range svc.Workers("", "") {

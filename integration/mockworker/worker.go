@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/integration/fleet"
 	"github.com/kvselect/kvselect/integration/prefixcache"
-	"github.com/kvselect/kvselect/integration/sim"
 )
 
 // Request is one completion request: a tokenised prompt and a decode length.
@@ -39,6 +39,7 @@ type Result struct {
 // Create it with New and release it with Close. All methods are safe for concurrent use.
 type Worker struct {
 	cfg   Config
+	spec  fleet.Spec // the timing preset (cfg.Model)
 	log   *slog.Logger
 	epoch time.Time // clock reading at New: model time 0
 	ranks []*rank
@@ -54,7 +55,8 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger.With("component", "mockworker"), epoch: cfg.Clock.Now()}
+	spec, _ := fleet.Preset(cfg.Model) // validated
+	w := &Worker{cfg: cfg, spec: spec, log: cfg.Logger.With("component", "mockworker"), epoch: cfg.Clock.Now()}
 	for i := range cfg.DPSize {
 		g := int32(cfg.DPStartRank + i)
 		pc := publisherConfig{
@@ -72,9 +74,25 @@ func New(cfg Config) (*Worker, error) {
 		}
 		// A restart re-binds the actual ports, so random ports survive it.
 		pc.endpoint, pc.replayEndpoint = p.pubEP, p.repEP
-		w.ranks = append(w.ranks, &rank{global: g, pubCfg: pc, cache: prefixcache.New(cfg.NumGPUBlocks), pub: p})
+		w.ranks = append(w.ranks, w.newRank(g, pc, p))
 	}
 	return w, nil
+}
+
+// newRank is rank g with its publisher and an empty cache of the configured model.
+func (w *Worker) newRank(g int32, pc publisherConfig, p *publisher) *rank {
+	r := &rank{global: g, pubCfg: pc, pub: p}
+	w.emptyCache(r)
+	return r
+}
+
+// emptyCache gives r a new, empty cache (or engine) of the configured model.
+func (w *Worker) emptyCache(r *rank) {
+	if w.spec.Legacy {
+		r.cache = prefixcache.New(w.cfg.NumGPUBlocks)
+		return
+	}
+	r.es = newEngState(w.spec, w.cfg.BlockSize, w.cfg.NumGPUBlocks)
 }
 
 // Config returns the worker's configuration with defaults applied.
@@ -170,6 +188,9 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	bs := w.cfg.BlockSize
 	tokens := req.PromptTokenIDs
 	hashes := EngineHashes(make([]uint64, 0, len(tokens)/bs), tokens, bs, w.cfg.HashSeed)
+	if !w.spec.Legacy {
+		return w.serveEngine(ctx, r, tokens, hashes, maxTokens)
+	}
 
 	// Arrival: look up the cached prefix and pin it (so no eviction can take it while the
 	// prefill runs), and book the rank's prefill queue. Everything from here on is model time.
@@ -180,7 +201,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	r.cache.Pin(hashes[:hit])
 	cached := hit * bs
 	start := max(arrive, r.prefillFree)
-	end := start + sim.PrefillMS(len(tokens)-cached)
+	end := start + fleet.LegacyPrefillMS(len(tokens)-cached)
 	r.prefillFree = end
 	r.active++
 	r.requests++
@@ -215,7 +236,7 @@ func (w *Worker) Serve(ctx context.Context, req Request) (Result, error) {
 	r.mu.Unlock()
 
 	// Decode: max_tokens steps at the utilisation seen now; then release the blocks.
-	decode := float64(maxTokens) * sim.ITLMS(u)
+	decode := float64(maxTokens) * fleet.LegacyITLMS(u)
 	err = w.sleepModel(ctx, decode)
 	finish()
 	if err != nil {
@@ -238,6 +259,10 @@ func (w *Worker) CachedBlocks(dp int, tokens []uint32) (int, error) {
 	hashes := EngineHashes(nil, tokens, w.cfg.BlockSize, w.cfg.HashSeed)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.es != nil {
+		w.advanceLocked(r, r.es, w.modelNow())
+		return r.es.eng.CachedPrefix(hashes, (len(hashes)+1)*w.cfg.BlockSize) / w.cfg.BlockSize, nil
+	}
 	return r.cache.Prefix(hashes), nil
 }
 
@@ -253,12 +278,21 @@ func (w *Worker) Reset() error {
 		defer r.mu.Unlock()
 	}
 	for _, r := range w.ranks {
-		if r.cache.Pinned() > 0 {
+		if r.es != nil {
+			w.advanceLocked(r, r.es, w.modelNow())
+			if st := r.es.eng.Stats(); st.UsedBlocks > 0 {
+				return fmt.Errorf("%w: dp_rank %d has %d blocks in use", ErrBusy, r.global, st.UsedBlocks)
+			}
+		} else if r.cache.Pinned() > 0 {
 			return fmt.Errorf("%w: dp_rank %d has %d pinned blocks", ErrBusy, r.global, r.cache.Pinned())
 		}
 	}
 	for _, r := range w.ranks {
-		r.cache.Clear()
+		if r.es != nil {
+			r.es.eng.ResetPrefixCache()
+		} else {
+			r.cache.Clear()
+		}
 		if r.pub != nil {
 			r.pub.publish([]kvevents.Event{{Kind: kvevents.KindAllBlocksCleared}})
 		}
@@ -285,7 +319,7 @@ func (w *Worker) Restart() error {
 			r.pub = nil
 		}
 		r.inc++
-		r.cache = prefixcache.New(w.cfg.NumGPUBlocks)
+		w.emptyCache(r)
 		r.prefillFree = 0 // a new process has an empty prefill queue
 		p, err := newPublisher(r.pubCfg)
 		if err != nil {

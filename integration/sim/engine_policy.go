@@ -11,8 +11,9 @@ import (
 )
 
 // EnginePolicy routes with the real selection engine: select_and_reserve at arrival,
-// prefill_complete and free as the request progresses, and the workers' KV events applied to the
-// engine's index as they happen. It is also the EventSink to pass to Run. When the engine
+// prefill_complete at the first token and free at the end, and the workers' KV events applied
+// to the engine's index when they are delivered (Config.KVEventDelayMS late). It is the
+// EventSink Run feeds. When the engine
 // configuration enables queueing (router_queue_threshold), it holds requests in a router queue
 // as kvselect's service does (router_queue.go) and is a Holder.
 type EnginePolicy struct {
@@ -27,14 +28,24 @@ type EnginePolicy struct {
 
 var _ Holder = (*EnginePolicy)(nil)
 
-// BatchedTokens is the max_num_batched_tokens every simulated worker registers (vLLM's default
-// for online serving). Busy checks scale router_queue_threshold by it: with threshold 0.5, a rank
-// is busy while more than 4,096 of its booked prompt tokens wait for prefill_complete.
+// BatchedTokens is the max_num_batched_tokens every preset's workers register (vLLM's default
+// for online serving on ≥ 70 GiB GPUs). Busy checks scale router_queue_threshold by it: with
+// threshold 0.5, a rank is busy while more than 4,096 of its booked prompt tokens wait for
+// prefill_complete.
 const BatchedTokens = 8192
 
-// NewEnginePolicy builds an engine with cfg and registers workers 1..n (rank 0, 512-token
-// blocks, BatchedTokens). Router policy classes (cfg.PolicyConfig) are not simulated.
+// NewEnginePolicy is NewEnginePolicyFor with workers that register 512-token blocks and
+// BatchedTokens, and no KV capacity.
 func NewEnginePolicy(name string, cfg engine.Config, workers int, seed uint64) (*EnginePolicy, error) {
+	return NewEnginePolicyFor(name, cfg, WorkerInfo{BlockSize: TraceBlockTokens, MaxNumBatchedTokens: BatchedTokens}, workers, seed)
+}
+
+// NewEnginePolicyFor builds an engine with cfg and registers workers 1..n (rank 0) with the
+// fields of info, as a deployment's workers register themselves: block size,
+// max_num_batched_tokens and total_kv_blocks (when positive). Nothing else about the simulated
+// engines reaches the selection engine. Router policy classes (cfg.PolicyConfig) are not
+// simulated.
+func NewEnginePolicyFor(name string, cfg engine.Config, info WorkerInfo, workers int, seed uint64) (*EnginePolicy, error) {
 	if cfg.PolicyConfig != "" {
 		return nil, fmt.Errorf("sim: router policy classes are not simulated")
 	}
@@ -43,12 +54,15 @@ func NewEnginePolicy(name string, cfg engine.Config, workers int, seed uint64) (
 	if err != nil {
 		return nil, err
 	}
-	bs, batched := uint32(TraceBlockTokens), uint64(BatchedTokens)
+	bs, batched, total := uint32(info.BlockSize), uint64(info.MaxNumBatchedTokens), uint64(info.TotalKVBlocks)
 	for w := range workers {
 		id := uint64(w + 1)
 		ep := "http://sim-worker-" + strconv.Itoa(w)
 		kv := "tcp://127.0.0.1:1"
 		spec := engine.WorkerSpec{WorkerID: &id, Endpoint: &ep, BlockSize: &bs, KVEventsEndpoint: &kv, MaxNumBatchedTokens: &batched}
+		if total > 0 {
+			spec.TotalKVBlocks = &total
+		}
 		if _, err := eng.UpsertWorker(spec); err != nil {
 			return nil, err
 		}

@@ -1,10 +1,23 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
-	"github.com/kvselect/kvselect/integration/prefixcache"
+	"github.com/kvselect/kvselect/integration/fleet"
 )
+
+// serveOn runs r to completion on v's worker w alone, so that its engine truly caches r's
+// full blocks (no KV event is delivered to anyone).
+func serveOn(t *testing.T, v *View, w int, r *Request) {
+	t.Helper()
+	eng := v.sim.workers[w].eng
+	fr := fleet.Request{ID: 0, Prompt: r.Input, Output: r.Output, Blocks: r.Blocks}
+	eng.Submit(0, &fr, nil)
+	for eng.NextAt() != math.Inf(1) {
+		eng.Advance(nil)
+	}
+}
 
 func TestLoadTrackerCountsOwnLifecycle(t *testing.T) {
 	var lt loadTracker
@@ -41,7 +54,10 @@ func TestLoadTrackerCountsOwnLifecycle(t *testing.T) {
 func TestMaxOverlapSeesOnlyKVEvents(t *testing.T) {
 	v := testView(3, 100)
 	// Worker 2's cache truly holds the prefix, but no event said so: max-overlap cannot know.
-	v.sim.workers[2].cache.Store([]uint64{1, 2}, 0, new(prefixcache.StoreResult))
+	serveOn(t, v, 2, blocksReq(1025, 1, 2, 3))
+	if v.sim.workers[2].eng.CachedPrefix([]uint64{1, 2}, 1025) != 1024 {
+		t.Fatal("worker 2's engine does not cache the prefix")
+	}
 	p := NewMaxOverlap().(*maxOverlap)
 	if w := p.Pick(v, 0, blocksReq(1024, 1, 2)); w != 0 {
 		t.Fatalf("without events went to %d, want 0 (ties: least loaded, lowest index)", w)
@@ -57,16 +73,11 @@ func TestMaxOverlapSeesOnlyKVEvents(t *testing.T) {
 }
 
 func TestObservedViewOverSimulation(t *testing.T) {
-	// One worker. Request 0 prefills 0–85 ms and decodes until ~350 ms; request 1 waits, then
-	// prefills 85–117 ms; request 2 waits behind it.
-	reqs := []Request{
-		{ArrivalMS: 0, Input: 4096, Output: 10, Blocks: []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
-		{ArrivalMS: 1, Input: 1024, Output: 10, Blocks: []uint64{20, 21}},
-		{ArrivalMS: 2, Input: 512, Output: 1, Blocks: []uint64{30}},
-		{ArrivalMS: 100, Input: 512, Output: 1, Blocks: []uint64{40}},
-	}
+	// One legacy worker. Request 0 prefills 0–85 ms and decodes until ~350 ms; request 1 waits,
+	// then prefills 85–117 ms; request 2 waits behind it.
+	reqs := observedReqs()
 	probe := &viewProbe{}
-	if _, err := Run(Config{Workers: 1, CapacityBlocks: 16}, reqs, probe, nil); err != nil {
+	if _, err := Run(Config{Workers: 1, CapacityBlocks: 16, Model: fleet.PresetLegacy}, reqs, probe, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := [][3]float64{
@@ -79,6 +90,32 @@ func TestObservedViewOverSimulation(t *testing.T) {
 		if probe.at[i] != want[i] {
 			t.Fatalf("running, waiting, usage at arrival %d = %v, want %v", i, probe.at[i], want[i])
 		}
+	}
+}
+
+func TestObservedViewOverVLLMEngine(t *testing.T) {
+	// One 8B worker of 16 blocks. Request 0's 4096-token prompt is one chunk (0 to ~136 ms),
+	// its 8 blocks allocated when it is scheduled; requests 1 and 2 arrive during that step
+	// and wait for the next one; so does request 3 at 100 ms.
+	probe := &viewProbe{}
+	if _, err := Run(Config{Workers: 1, CapacityBlocks: 16, Model: fleet.PresetH100_8B}, observedReqs(), probe, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := [][3]float64{{0, 0, 0}, {1, 0, 0.5}, {1, 1, 0.5}, {1, 2, 0.5}}
+	for i := range want {
+		if probe.at[i] != want[i] {
+			t.Fatalf("running, waiting, usage at arrival %d = %v, want %v", i, probe.at[i], want[i])
+		}
+	}
+}
+
+// observedReqs are the requests of the observed-view tests.
+func observedReqs() []Request {
+	return []Request{
+		{ArrivalMS: 0, Input: 4096, Output: 10, Blocks: []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{ArrivalMS: 1, Input: 1024, Output: 10, Blocks: []uint64{20, 21}},
+		{ArrivalMS: 2, Input: 512, Output: 1, Blocks: []uint64{30}},
+		{ArrivalMS: 100, Input: 512, Output: 1, Blocks: []uint64{40}},
 	}
 }
 

@@ -3,13 +3,17 @@ package sim
 import (
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/integration/fleet"
 )
 
-// testView is a View over n idle workers with empty caches, at time 0.
+// testView is a View over n idle workers (the default engine model, capacity blocks each) with
+// empty caches, at time 0.
 func testView(n, capacity int) *View {
-	s := &simulation{}
+	spec, _ := fleet.Preset(fleet.DefaultPreset)
+	s := &simulation{spec: spec}
 	for range n {
-		s.workers = append(s.workers, &simWorker{cache: newPrefixCache(capacity, nil)})
+		s.workers = append(s.workers, &simWorker{eng: fleet.New(spec, TraceBlockTokens, capacity)})
 	}
 	return &View{sim: s}
 }

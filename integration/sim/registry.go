@@ -49,7 +49,12 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 		case "kvselect-queue":
 			ec = KVSelectQueueConfig()
 		}
-		p, err := NewEnginePolicy(name, ec, cfg.Workers, cfg.Seed)
+		sp, capacity, err := cfg.spec()
+		if err != nil {
+			return Result{}, err
+		}
+		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
+		p, err := NewEnginePolicyFor(name, ec, info, cfg.Workers, cfg.Seed)
 		if err != nil {
 			return Result{}, err
 		}

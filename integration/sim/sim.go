@@ -1,23 +1,54 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
+	"sort"
+
+	"github.com/kvselect/kvselect/integration/fleet"
 )
+
+// DefaultKVEventDelayMS is the KV-event delivery delay kvselect-sim uses unless told otherwise:
+// a few milliseconds, what ZMQ publication, a router's subscriber and its index update add up
+// to on one cluster network.
+const DefaultKVEventDelayMS = 5
 
 // Config describes one simulation run.
 type Config struct {
-	Workers        int     // number of workers (≥ 1)
-	CapacityBlocks int     // per-worker KV cache capacity in 512-token blocks
+	Workers int // number of workers (≥ 1)
+	// CapacityBlocks is each worker's KV cache in 512-token blocks (0: the model preset's).
+	CapacityBlocks int
 	Speedup        float64 // arrival-time compression (2 = twice the trace's rate); default 1
 	Seed           uint64  // random seed for policies
+	// Model is the engine preset (fleet.PresetNames; "" is fleet.DefaultPreset).
+	Model string
+	// KVEventDelayMS delays every KV event between the worker that emits it and the policy
+	// (and the selection engine) that learns it; 0 delivers at once.
+	KVEventDelayMS float64
+	// ScrapeIntervalMS is how often the router scrapes each worker's metrics (running and
+	// waiting requests, KV usage; see scraped): a policy reads the last scrape. 0 reads the
+	// engines' current values.
+	ScrapeIntervalMS float64
+}
+
+// spec resolves the preset and the per-worker capacity.
+func (c Config) spec() (fleet.Spec, int, error) {
+	sp, err := fleet.Preset(c.Model)
+	if err != nil {
+		return sp, 0, err
+	}
+	capacity := c.CapacityBlocks
+	if capacity == 0 {
+		capacity = sp.NumBlocks(TraceBlockTokens)
+	}
+	return sp, capacity, nil
 }
 
 // Result is one policy's outcome on a trace.
 type Result struct {
 	Policy   string  `json:"policy"`
+	Model    string  `json:"model"`
 	Requests int     `json:"requests"`
 	HitRate  float64 `json:"hit_rate"`
 	TTFTP50  float64 `json:"ttft_p50_ms"`
@@ -28,16 +59,18 @@ type Result struct {
 	LoadCV   float64 `json:"load_cv"`
 	Queued   int     `json:"queued"`
 	Rejected int     `json:"rejected"`
-	IdealHit float64 `json:"ideal_hit_rate"`
+	// Preemptions counts requests the engines preempted to free KV blocks (each time).
+	Preemptions int     `json:"preemptions"`
+	IdealHit    float64 `json:"ideal_hit_rate"`
 	// IdealHitAtCapacity is IdealHitRateAt(workers × capacity): the reuse of one LRU cache as
 	// large as the whole fleet's, the ceiling the routing-quality targets are stated against.
 	IdealHitAtCapacity float64 `json:"ideal_hit_rate_at_capacity"`
 	MakespanS          float64 `json:"makespan_s"`
 
-	// AvailHit is the token hit rate the run would have had if every prefill had used the longest
-	// prefix cached on any worker when it started: the ceiling routing could reach given the
-	// caches this run produced. AvailHit − HitRate is the reuse the policy's routing gave up
-	// (AvailHit ≥ HitRate always; equal with one worker). Unlike IdealHit it counts eviction.
+	// AvailHit is the token hit rate the run would have had if every request had used the
+	// longest prefix cached on any worker when it was first scheduled: the ceiling routing
+	// could reach given the caches this run produced. AvailHit − HitRate is the reuse the
+	// policy's routing gave up (AvailHit ≥ HitRate always; equal with one worker).
 	AvailHit float64 `json:"available_hit_rate"`
 }
 
@@ -48,7 +81,8 @@ type Policy interface {
 	// Pick returns the worker for request id (an index into the trace), -1 to reject it, or
 	// Held when the policy keeps it in a router queue (only a Holder may).
 	Pick(v *View, id int, r *Request) int
-	// PrefillDone and Done report lifecycle progress of an admitted request.
+	// PrefillDone reports an admitted request's first token (prefill_complete), Done its end
+	// (free; also sent for a request the worker rejected).
 	PrefillDone(id int)
 	Done(id int)
 }
@@ -57,208 +91,176 @@ type Policy interface {
 // asks the Holder to release parked requests after every lifecycle event.
 const Held = -2
 
-// Holder is a Policy with a router queue. Release is called after every prefill completion and
-// every finished request, and calls admit(id, worker) for each parked request that may go now,
-// in dispatch order. A request held until the trace ends counts as rejected.
+// Holder is a Policy with a router queue. Release is called after every first token and every
+// finished request, and calls admit(id, worker) for each parked request that may go now, in
+// dispatch order. A request held until the trace ends counts as rejected.
 type Holder interface {
 	Release(v *View, admit func(id, worker int))
 }
 
-// View is the read-only state policies may consult.
-type View struct {
-	sim *simulation
+// EventSink receives the workers' KV-cache events after the configured delay, as a
+// deployment's KV-event subscriber does. Blocks are the trace's block ids (a Stored run's
+// parent is the id of the block before it). A Policy that implements EventSink receives them
+// when Run is given no other sink.
+type EventSink interface {
+	Stored(worker int, parent uint64, hasParent bool, blocks []uint64)
+	Removed(worker int, blocks []uint64)
 }
 
-// Workers returns the number of workers.
-func (v *View) Workers() int { return len(v.sim.workers) }
-
-// InFlight returns worker w's admitted, unfinished requests.
-func (v *View) InFlight(w int) int { return v.sim.workers[w].inflight }
-
-// PendingPrefillTokens returns the uncached-at-arrival tokens queued or running on w's prefill.
-func (v *View) PendingPrefillTokens(w int) int { return v.sim.workers[w].pendingTokens }
-
-// CachedPrefix returns how many leading blocks of r are cached on w right now.
-func (v *View) CachedPrefix(w int, r *Request) int { return v.sim.workers[w].cache.Prefix(r.Blocks) }
-
+// simWorker is one worker: its engine, and what the router side knows about it.
 type simWorker struct {
-	cache         *prefixCache
-	queue         []int // request ids waiting for prefill, FIFO
-	busy          bool  // a prefill is running
-	running       int   // uncached tokens of the running prefill
-	inflight      int
-	pendingTokens int
-	admitted      int
+	eng      fleet.Worker
+	inflight int
+	admitted int
+	metrics  fleet.Stats // the last scrape (Config.ScrapeIntervalMS > 0)
 }
 
 type reqState struct {
-	worker    int
-	hitBlocks int
-	arrival   float64
-	ttft      float64
-	estTokens int
-	queued    bool
-
-	// availBlocks is the longest prefix of the request cached on any worker at prefill start.
-	availBlocks int
+	worker  int
+	arrival float64
+	ttft    float64
+	queued  bool
+	first   bool // first token seen
 }
 
-// event kinds, ordered so that at equal times completions are processed before arrivals.
-const (
-	evDecodeDone = iota
-	evPrefillDone
-	evArrival
-)
-
-type event struct {
-	at   float64
-	kind int
-	id   int
-	seq  int
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	if q[i].kind != q[j].kind {
-		return q[i].kind < q[j].kind
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+// delivery is a KV event in flight to the router side.
+type delivery struct {
+	at     float64
+	worker int
+	ev     fleet.Event
 }
 
 type simulation struct {
 	cfg     Config
+	spec    fleet.Spec
+	info    WorkerInfo
 	reqs    []Request
+	freqs   []fleet.Request
 	pol     Policy
+	holder  Holder
+	sink    EventSink
+	view    *View
 	workers []*simWorker
 	state   []reqState
-	q       eventQueue
-	seq     int
+	pending []delivery // FIFO: delays are equal, so delivery order is emission order
+	head    int
+	buf     []fleet.Event
 	now     float64
 	err     error // the first contract violation of a Holder (see release)
+
+	hitTok, availTok, totalTok float64
+	preemptions                int
 }
 
-// PrefillMS is the prefill time of t uncached tokens (Dynamo mocker polynomial).
-func PrefillMS(t int) float64 {
-	x := float64(t)
-	return 4.209989e-07*x*x + 1.518344e-02*x + 16.50142
-}
-
-// ITLMS is the decode step time at cache utilisation u ∈ [0, 1].
-func ITLMS(u float64) float64 {
-	return max(1, -25.74*u*u+54.01*u+5.74)
-}
-
-// Run replays reqs through the policy and returns its result.
+// Run replays reqs through the policy and returns its result. KV events go to sink, or to the
+// policy when sink is nil and the policy is an EventSink.
 func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error) {
-	if cfg.Workers < 1 || cfg.CapacityBlocks < 1 {
+	sp, capacity, err := cfg.spec()
+	if err != nil {
+		return Result{}, err
+	}
+	if cfg.Workers < 1 || capacity < 1 {
 		return Result{}, fmt.Errorf("sim: need ≥ 1 worker and ≥ 1 block of capacity")
 	}
 	if cfg.Speedup <= 0 {
 		cfg.Speedup = 1
 	}
-	s := &simulation{cfg: cfg, reqs: reqs, pol: pol, state: make([]reqState, len(reqs))}
-	var es eventSink
-	if sink != nil {
-		es = sinkAdapter{sink}
+	if cfg.KVEventDelayMS < 0 || math.IsNaN(cfg.KVEventDelayMS) || cfg.ScrapeIntervalMS < 0 || math.IsNaN(cfg.ScrapeIntervalMS) {
+		return Result{}, fmt.Errorf("sim: KV event delay and scrape interval must not be negative")
 	}
+	if sink == nil {
+		sink, _ = pol.(EventSink)
+	}
+	s := &simulation{cfg: cfg, spec: sp, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)),
+		info: WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}}
+	s.holder, _ = pol.(Holder)
+	s.view = &View{sim: s}
 	for range cfg.Workers {
-		s.workers = append(s.workers, &simWorker{cache: newPrefixCache(cfg.CapacityBlocks, es)})
+		s.workers = append(s.workers, &simWorker{eng: fleet.New(sp, TraceBlockTokens, capacity)})
 	}
-	s.q = make(eventQueue, 0, len(reqs)+2*cfg.Workers)
+	s.freqs = make([]fleet.Request, len(reqs))
+	order := make([]int, len(reqs))
 	for i := range reqs {
-		s.push(reqs[i].ArrivalMS/cfg.Speedup, evArrival, i)
+		r := &reqs[i]
+		s.freqs[i] = fleet.Request{ID: i, Prompt: r.Input, Output: r.Output, Blocks: r.Blocks}
+		order[i] = i
 	}
-	view := &View{sim: s}
-	holder, _ := pol.(Holder)
-	res := Result{Policy: pol.Name(), Requests: len(reqs), IdealHit: IdealHitRate(reqs),
-		IdealHitAtCapacity: IdealHitRateAt(reqs, cfg.Workers*cfg.CapacityBlocks)}
-	var hitTok, availTok, totalTok float64
-	for s.q.Len() > 0 {
-		ev := heap.Pop(&s.q).(event)
-		s.now = ev.at
-		switch ev.kind {
-		case evArrival:
-			st := &s.state[ev.id]
-			st.arrival = s.now
-			switch w := pol.Pick(view, ev.id, &reqs[ev.id]); {
-			case w == Held && holder != nil:
-				st.worker, st.queued = held, true
-			case w < 0 || w >= len(s.workers):
-				st.worker = rejected
-			default:
-				s.admit(ev.id, w)
+	sort.SliceStable(order, func(a, b int) bool { return reqs[order[a]].ArrivalMS < reqs[order[b]].ArrivalMS })
+
+	next := 0
+	nextScrape := math.Inf(1)
+	if cfg.ScrapeIntervalMS > 0 {
+		nextScrape = 0
+	}
+	for {
+		tw, w := math.Inf(1), -1
+		for i, wk := range s.workers {
+			if t := wk.eng.NextAt(); t < tw {
+				tw, w = t, i
 			}
-		case evPrefillDone:
-			st := &s.state[ev.id]
-			r := &reqs[ev.id]
-			wk := s.workers[st.worker]
-			wk.cache.insert(st.worker, r.Blocks, st.hitBlocks)
-			wk.busy = false
-			wk.pendingTokens -= st.estTokens
-			st.ttft = s.now - st.arrival
-			hitTok += float64(min(st.hitBlocks*TraceBlockTokens, r.Input))
-			availTok += float64(min(st.availBlocks*TraceBlockTokens, r.Input))
-			totalTok += float64(r.Input)
-			pol.PrefillDone(ev.id)
-			s.push(s.now+float64(r.Output)*ITLMS(wk.cache.Used()), evDecodeDone, ev.id)
-			s.startPrefill(st.worker)
-			s.release(holder, view)
-		case evDecodeDone:
-			st := &s.state[ev.id]
-			wk := s.workers[st.worker]
-			wk.cache.Release(reqs[ev.id].Blocks)
-			wk.inflight--
-			pol.Done(ev.id)
-			s.release(holder, view)
 		}
-	}
-	if s.err != nil {
-		return Result{}, s.err
-	}
-	res.MakespanS = s.now / 1000
-	if totalTok > 0 {
-		res.HitRate = hitTok / totalTok
-		res.AvailHit = availTok / totalTok
-	}
-	var ttfts []float64
-	for i := range s.state {
-		if s.state[i].worker < 0 {
-			res.Rejected++ // rejected, or held until the end
+		td := math.Inf(1)
+		if s.head < len(s.pending) {
+			td = s.pending[s.head].at
+		}
+		ta := math.Inf(1)
+		if next < len(order) {
+			ta = reqs[order[next]].ArrivalMS / cfg.Speedup
+		}
+		if nextScrape <= min(tw, td, ta) && !math.IsInf(min(tw, td, ta), 1) {
+			s.now = nextScrape
+			for _, wk := range s.workers {
+				wk.metrics = wk.eng.Stats()
+			}
+			nextScrape += cfg.ScrapeIntervalMS
 			continue
 		}
-		ttfts = append(ttfts, s.state[i].ttft)
-		res.TTFTMean += s.state[i].ttft
-		if s.state[i].queued {
-			res.Queued++
+		switch {
+		case w >= 0 && tw <= td && tw <= ta:
+			s.now = tw
+			s.buf = s.workers[w].eng.Advance(s.buf[:0])
+			s.handle(w, s.buf)
+		case s.head < len(s.pending) && td <= ta:
+			d := &s.pending[s.head]
+			s.now = d.at
+			s.apply(d.worker, &d.ev)
+			s.pending[s.head] = delivery{}
+			if s.head++; s.head > 4096 && s.head*2 > len(s.pending) {
+				s.pending = append(s.pending[:0], s.pending[s.head:]...)
+				s.head = 0
+			}
+		case next < len(order):
+			s.now = ta
+			s.arrive(order[next])
+			next++
+		default:
+			return s.result(capacity)
 		}
 	}
-	if len(ttfts) > 0 {
-		res.TTFTMean /= float64(len(ttfts))
-		slices.Sort(ttfts)
-		res.TTFTP50 = percentile(ttfts, 0.50)
-		res.TTFTP99 = percentile(ttfts, 0.99)
-		res.TTFTP999 = percentile(ttfts, 0.999)
-		res.TTFTMax = ttfts[len(ttfts)-1]
+}
+
+// scraped is worker w's metrics as the router last scraped them (what vLLM's /metrics
+// exposes: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc):
+// the engine's current values when Config.ScrapeIntervalMS is 0.
+func (s *simulation) scraped(w int) fleet.Stats {
+	if s.cfg.ScrapeIntervalMS > 0 {
+		return s.workers[w].metrics
 	}
-	counts := make([]float64, len(s.workers))
-	for i, w := range s.workers {
-		counts[i] = float64(w.admitted)
+	return s.workers[w].eng.Stats()
+}
+
+// arrive asks the policy where request id goes.
+func (s *simulation) arrive(id int) {
+	st := &s.state[id]
+	st.arrival = s.now
+	switch w := s.pol.Pick(s.view, id, &s.reqs[id]); {
+	case w == Held && s.holder != nil:
+		st.worker, st.queued = held, true
+	case w < 0 || w >= len(s.workers):
+		st.worker = rejected
+	default:
+		s.admit(id, w)
 	}
-	res.LoadCV = cv(counts)
-	return res, nil
 }
 
 // Request states of a request that was not admitted (reqState.worker).
@@ -267,31 +269,79 @@ const (
 	held     = Held
 )
 
-// admit sends request id to worker w's prefill queue.
+// admit sends request id to worker w.
 func (s *simulation) admit(id, w int) {
-	r := &s.reqs[id]
 	st := &s.state[id]
 	st.worker = w
 	wk := s.workers[w]
 	wk.inflight++
 	wk.admitted++
-	st.estTokens = max(0, r.Input-wk.cache.Prefix(r.Blocks)*TraceBlockTokens)
-	wk.pendingTokens += st.estTokens
-	wk.queue = append(wk.queue, id)
-	if wk.busy {
-		st.queued = true
+	s.handle(w, wk.eng.Submit(s.now, &s.freqs[id], nil))
+}
+
+// handle processes what worker w's engine reported at s.now.
+func (s *simulation) handle(w int, evs []fleet.Event) {
+	wk := s.workers[w]
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case fleet.Scheduled:
+			st := &s.state[ev.Req]
+			r := &s.reqs[ev.Req]
+			st.queued = st.queued || ev.Waited
+			avail := ev.CachedTokens
+			for _, o := range s.workers {
+				avail = max(avail, o.eng.CachedPrefix(r.Blocks, r.Input))
+			}
+			s.hitTok += float64(ev.CachedTokens)
+			s.availTok += float64(avail)
+			s.totalTok += float64(r.Input)
+		case fleet.Stored, fleet.Removed:
+			if s.cfg.KVEventDelayMS == 0 {
+				s.apply(w, ev)
+			} else {
+				s.pending = append(s.pending, delivery{at: s.now + s.cfg.KVEventDelayMS, worker: w, ev: *ev})
+			}
+		case fleet.FirstToken:
+			st := &s.state[ev.Req]
+			st.ttft, st.first = s.now-st.arrival, true
+			s.pol.PrefillDone(ev.Req)
+			s.release()
+		case fleet.Finished:
+			wk.inflight--
+			s.pol.Done(ev.Req)
+			s.release()
+		case fleet.Rejected:
+			st := &s.state[ev.Req]
+			st.worker = rejected
+			wk.inflight--
+			s.pol.Done(ev.Req)
+			s.release()
+		case fleet.Preempted:
+			s.preemptions++
+		}
 	}
-	s.startPrefill(w)
+}
+
+// apply delivers one KV event of worker w to the router side.
+func (s *simulation) apply(w int, ev *fleet.Event) {
+	switch {
+	case s.sink == nil:
+	case ev.Kind == fleet.Stored:
+		s.sink.Stored(w, ev.Parent, ev.HasParent, ev.Blocks)
+	default:
+		s.sink.Removed(w, ev.Blocks)
+	}
 }
 
 // release lets a Holder dispatch the requests it parked. A worker of −1 leaves the request
 // unadmitted (it counts as rejected); admitting a request that is not held, or to a worker
 // that does not exist, is a broken Holder and fails the run.
-func (s *simulation) release(h Holder, v *View) {
-	if h == nil {
+func (s *simulation) release() {
+	if s.holder == nil {
 		return
 	}
-	h.Release(v, func(id, w int) {
+	s.holder.Release(s.view, func(id, w int) {
 		switch {
 		case id < 0 || id >= len(s.state) || s.state[id].worker != held:
 			s.fail(fmt.Errorf("sim: %s released request %d, which it does not hold", s.pol.Name(), id))
@@ -311,31 +361,43 @@ func (s *simulation) fail(err error) {
 	}
 }
 
-func (s *simulation) push(at float64, kind, id int) {
-	s.seq++
-	heap.Push(&s.q, event{at: at, kind: kind, id: id, seq: s.seq})
-}
-
-// startPrefill begins the next queued prefill on worker w if it is idle.
-func (s *simulation) startPrefill(w int) {
-	wk := s.workers[w]
-	if wk.busy || len(wk.queue) == 0 {
-		return
+func (s *simulation) result(capacity int) (Result, error) {
+	if s.err != nil {
+		return Result{}, s.err
 	}
-	id := wk.queue[0]
-	wk.queue = wk.queue[1:]
-	r := &s.reqs[id]
-	st := &s.state[id]
-	st.hitBlocks = wk.cache.Prefix(r.Blocks)
-	st.availBlocks = st.hitBlocks
-	for _, o := range s.workers {
-		st.availBlocks = max(st.availBlocks, o.cache.Prefix(r.Blocks))
+	res := Result{Policy: s.pol.Name(), Model: s.spec.Name, Requests: len(s.reqs), IdealHit: IdealHitRate(s.reqs),
+		IdealHitAtCapacity: IdealHitRateAt(s.reqs, len(s.workers)*capacity), MakespanS: s.now / 1000, Preemptions: s.preemptions}
+	if s.totalTok > 0 {
+		res.HitRate = s.hitTok / s.totalTok
+		res.AvailHit = s.availTok / s.totalTok
 	}
-	wk.cache.Pin(r.Blocks[:st.hitBlocks])
-	wk.busy = true
-	uncached := max(0, r.Input-st.hitBlocks*TraceBlockTokens)
-	wk.running = uncached
-	s.push(s.now+PrefillMS(uncached), evPrefillDone, id)
+	var ttfts []float64
+	for i := range s.state {
+		st := &s.state[i]
+		if st.worker < 0 || !st.first {
+			res.Rejected++ // rejected, or held until the end
+			continue
+		}
+		ttfts = append(ttfts, st.ttft)
+		res.TTFTMean += st.ttft
+		if st.queued {
+			res.Queued++
+		}
+	}
+	if len(ttfts) > 0 {
+		res.TTFTMean /= float64(len(ttfts))
+		slices.Sort(ttfts)
+		res.TTFTP50 = percentile(ttfts, 0.50)
+		res.TTFTP99 = percentile(ttfts, 0.99)
+		res.TTFTP999 = percentile(ttfts, 0.999)
+		res.TTFTMax = ttfts[len(ttfts)-1]
+	}
+	counts := make([]float64, len(s.workers))
+	for i, w := range s.workers {
+		counts[i] = float64(w.admitted)
+	}
+	res.LoadCV = cv(counts)
+	return res, nil
 }
 
 func percentile(sorted []float64, p float64) float64 {
@@ -364,18 +426,3 @@ func cv(xs []float64) float64 {
 	}
 	return math.Sqrt(v/float64(len(xs))) / mean
 }
-
-// EventSink receives the simulated workers' KV-cache events (engine-backed policies feed them
-// into the selection engine's index).
-type EventSink interface {
-	Stored(worker int, parent uint64, hasParent bool, blocks []uint64)
-	Removed(worker int, blocks []uint64)
-}
-
-type sinkAdapter struct{ s EventSink }
-
-func (a sinkAdapter) stored(w int, p uint64, hp bool, b []uint64) { a.s.Stored(w, p, hp, b) }
-func (a sinkAdapter) removed(w int, b []uint64)                   { a.s.Removed(w, b) }
-
-// Now returns the simulation clock in milliseconds.
-func (v *View) Now() float64 { return v.sim.now }

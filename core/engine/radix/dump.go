@@ -1,25 +1,40 @@
 package radix
 
+import "slices"
+
 // DumpEvent is one replayable store event produced by Dump. Blocks is only valid during the visit
 // call that receives it.
+//
+// Bridge > 0 marks an entry the owner holds below a block it no longer holds (a block removed
+// from the middle of its chain): Blocks[:Bridge] are the nodes between the owner's nearest held
+// ancestor (Parent, or the root) and the entry, under placeholder external hashes the owner holds
+// nowhere, and the replayer must remove them (Remove(Owner, Tier, their hashes)) right after the
+// Store. The owner then holds exactly what it held in the dumped index.
 type DumpEvent struct {
 	Owner     Owner
 	Tier      Tier
-	Parent    uint64 // the owner's external hash of the parent node; meaningful iff HasParent
-	HasParent bool   // false for children of the root
+	Parent    uint64 // the owner's external hash of its nearest held ancestor; meaningful iff HasParent
+	HasParent bool   // false when the owner holds no ancestor of Blocks[0]
 	Blocks    []StoredBlock
+	Bridge    int // leading placeholder blocks to remove after the store (0 for a reachable chain)
 }
 
-// Dump visits the index as store events, breadth-first from the root's children outward, so a
-// parent's events always precede its children's. For each node, each owner and each tier bit it
-// holds there, the node's block appears in one event whose Parent is the owner's external hash
-// of the parent node. Where an owner is the only owner along a run of single-child nodes with
-// the same tier bits (a conversation tail), the run is merged into one multi-block event.
-// Entries the owner cannot reach from the root through its own chain (it holds no tier of some
-// ancestor) are skipped: they are invisible to Match and a replay could not attach them.
+// Dump visits the index as store events, breadth-first from the root's children outward, so an
+// owner's events for a node always follow its events for the node's ancestors. For each node,
+// each owner and each tier bit it holds there, the node's block appears in one event whose
+// Parent is the owner's external hash of the parent node. Where an owner is the only owner along
+// a run of single-child nodes with the same tier bits (a conversation tail), the run is merged
+// into one multi-block event.
 //
-// Replaying the events in order with Store into an empty Index yields an index with equal Match
-// and ExternalPrefix results and an equal Dump multiset (after splitting merged runs).
+// Every entry is dumped, including those the owner cannot reach from the root through its own
+// chain (it removed an ancestor's block but still holds the descendants, as the live index
+// does): Match does not see them, but they come back into view when the owner stores the
+// missing block again, so a replica recovered from the dump must hold them too. Such an entry's
+// event bridges the gap with placeholder blocks (DumpEvent.Bridge).
+//
+// Replaying the events in order (Store, then Remove of each event's bridge) into an empty Index
+// yields an index with the same entries: equal Match and ExternalPrefix results now and after
+// any further operations, and an equal Dump multiset (after splitting merged runs).
 //
 // visit returns false to stop early. visit must not call any method of ix (the index carries
 // scratch marks during the walk). Dump allocates O(nodes) temporary memory for the traversal.
@@ -37,9 +52,10 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 		}
 	}()
 	var blk []StoredBlock
+	var gaps []uint32
+	ph := placeholders{next: placeholderSeed}
 	for _, id := range order {
 		n := &ix.nodes[id]
-		p := &ix.nodes[n.parent]
 		keys := ix.keysOf(n)
 		for j, k := range keys {
 			if k&doneBit != 0 {
@@ -47,19 +63,20 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 			}
 			oi := ownerOf(k)
 			ev := DumpEvent{Owner: ix.own.list[oi].o}
+			blk = blk[:0]
 			if n.parent != 0 {
-				pos := ix.findEntry(p, oi)
-				if pos < 0 {
-					continue
+				var at uint32
+				at, ev.HasParent, gaps = ix.heldAncestor(n.parent, oi, gaps[:0])
+				if ev.HasParent {
+					ev.Parent = ix.ents.ext[at]
 				}
-				pk := ix.ents.keys[p.off+uint32(pos)]
-				if pk&markBit == 0 {
-					continue
+				for g := len(gaps) - 1; g >= 0; g-- {
+					blk = append(blk, StoredBlock{External: ph.take(ix, oi), Local: ix.nodes[gaps[g]].local})
 				}
-				ev.Parent, ev.HasParent = ix.ents.ext[p.off+uint32(pos)], true
+				ev.Bridge = len(gaps)
 			}
 			keys[j] |= markBit
-			blk = append(blk[:0], StoredBlock{External: ix.ents.ext[n.off+uint32(j)], Local: n.local})
+			blk = append(blk, StoredBlock{External: ix.ents.ext[n.off+uint32(j)], Local: n.local})
 			blk = ix.extendRun(id, k, start, kids, blk)
 			ev.Blocks = blk
 			for t := Tier(0); t < NumTiers; t++ {
@@ -71,7 +88,46 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 					return
 				}
 			}
+			ph.used = ph.used[:0]
 		}
+	}
+}
+
+// heldAncestor walks up from node id (inclusive) to the nearest node where owner index oi has
+// an entry, appending the nodes passed without one (bottom-up) to gaps. It returns that entry's
+// slot in ix.ents, or ok false when the owner holds no ancestor (the chain hangs from the root).
+func (ix *Index) heldAncestor(id, oi uint32, gaps []uint32) (slot uint32, ok bool, _ []uint32) {
+	for id != 0 {
+		n := &ix.nodes[id]
+		if pos := ix.findEntry(n, oi); pos >= 0 {
+			return n.off + uint32(pos), true, gaps
+		}
+		gaps = append(gaps, id)
+		id = n.parent
+	}
+	return 0, false, gaps
+}
+
+// placeholderSeed starts Dump's placeholder hash sequence (any constant: the hashes only need to
+// be unused by their owner and distinct within one event).
+const placeholderSeed = 0x9e3779b97f4a7c15
+
+// placeholders issues the bridge hashes of one Dump: deterministic, never one the owner holds
+// (a Store of a held hash would move that entry), never repeated within an event.
+type placeholders struct {
+	next uint64
+	used []uint64 // issued for the current event
+}
+
+func (p *placeholders) take(ix *Index, oi uint32) uint64 {
+	for {
+		h := p.next
+		p.next = p.next*0x5851f42d4c957f2d + 0x14057b7ef767814f
+		if h == 0 || ix.lookup.get(oi, h) != 0 || slices.Contains(p.used, h) {
+			continue
+		}
+		p.used = append(p.used, h)
+		return h
 	}
 }
 
@@ -124,4 +180,11 @@ func (ix *Index) bfsOrder() (order, start, kids []uint32) {
 		order = append(order, kids[start[id]:start[id+1]]...)
 	}
 	return order, start, kids
+}
+
+// Holds reports whether owner o holds a block under external hash h (in any tier). A replayer
+// merging a bridged DumpEvent into a non-empty index checks its placeholders with it first.
+func (ix *Index) Holds(o Owner, h uint64) bool {
+	oi, ok := ix.own.lookup(o)
+	return ok && ix.lookup.get(oi, h) != 0
 }

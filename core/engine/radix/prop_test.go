@@ -150,9 +150,12 @@ func TestPropertyAgainstReference(t *testing.T) {
 	}
 }
 
-// TestDumpRoundTrip replays Dump into a fresh index and checks that Match, ExternalPrefix and the
-// Dump multiset are unchanged, after random histories that include removals in the middle of
-// chains (which leave entries unreachable).
+// TestDumpRoundTrip replays Dump into a fresh index (each event's Store, then the Remove of its
+// bridge) after random histories that include removals in the middle of chains, which leave
+// entries the owner cannot reach. The copy must hold what the original holds: equal Match,
+// ExternalPrefix and Dump multiset at once, and again after both receive the same further
+// random operations — re-storing a removed middle block brings its owner's descendants back
+// into view in the original, so a copy that lacked them would answer differently (issue 14).
 func TestDumpRoundTrip(t *testing.T) {
 	for seed := range uint64(120) {
 		g := newOpGen(seed + 10_000)
@@ -161,36 +164,82 @@ func TestDumpRoundTrip(t *testing.T) {
 			g.step(t, ix, ref)
 		}
 		cp := New()
-		var replayErr error
-		n := 0
-		ix.Dump(func(ev DumpEvent) bool {
-			n++
-			if err := cp.Store(ev.Owner, ev.Tier, ev.Parent, ev.HasParent, slices.Clone(ev.Blocks)); err != nil {
-				replayErr = err
-				return false
-			}
-			return true
-		})
-		if replayErr != nil {
-			t.Fatalf("seed %d: replaying event %d: %v", seed, n, replayErr)
+		if err := replayDump(ix, cp); err != nil {
+			t.Fatalf("seed %d: replaying the dump: %v", seed, err)
 		}
 		checkInvariants(t, cp)
-		if a, b := dumpMultiset(ix), dumpMultiset(cp); !mapsEqual(a, b) {
-			t.Fatalf("seed %d: dump multisets differ\n orig %v\n copy %v", seed, a, b)
+		compareIndexes(t, seed, "after replay", g, ix, cp)
+		// The same future for both: cp must track ix step by step.
+		future := newOpGen(seed + 20_000)
+		future.owners, future.labels, future.exts = g.owners, g.labels, g.exts
+		for range 100 {
+			future.stepPair(t, ix, cp, ref)
 		}
-		var m1, m2 Match
-		for _, p := range g.probes() {
-			ix.Match(p, &m1)
-			cp.Match(p, &m2)
-			if !slices.Equal(m1.Owners, m2.Owners) {
-				t.Fatalf("seed %d: Match(%x) orig %+v copy %+v", seed, p, m1.Owners, m2.Owners)
-			}
-			for _, o := range g.owners {
-				a := ix.ExternalPrefix(o, p, len(p), nil)
-				b := cp.ExternalPrefix(o, p, len(p), nil)
-				if !slices.Equal(a, b) {
-					t.Fatalf("seed %d: ExternalPrefix(%v,%x) orig %x copy %x", seed, o, p, a, b)
-				}
+		checkInvariants(t, cp)
+		compareIndexes(t, seed, "after further operations", g, ix, cp)
+	}
+}
+
+// stepPair applies one random operation to two indexes, choosing hashes from ref (the original's
+// reference), and fails when their results differ.
+func (g *opGen) stepPair(t testing.TB, a, b *Index, ref *refIndex) {
+	t.Helper()
+	o := g.owner()
+	tier := Tier(g.r.IntN(int(NumTiers)))
+	switch op := g.r.IntN(20); {
+	case op < 12:
+		hasParent := g.r.IntN(3) != 0
+		var parent uint64
+		if hasParent {
+			parent = g.heldExt(ref, o)
+		}
+		blocks := make([]StoredBlock, g.r.IntN(5))
+		for i := range blocks {
+			blocks[i] = StoredBlock{External: 1 + g.r.Uint64N(g.exts), Local: g.r.Uint64N(g.labels)}
+		}
+		e1 := a.Store(o, tier, parent, hasParent, blocks)
+		e2 := b.Store(o, tier, parent, hasParent, blocks)
+		_ = ref.Store(o, tier, parent, hasParent, blocks)
+		if (e1 == nil) != (e2 == nil) {
+			t.Fatalf("Store(%v,%v,%x,%v,%v): original %v, copy %v", o, tier, parent, hasParent, blocks, e1, e2)
+		}
+	case op < 19:
+		ext := make([]uint64, 1+g.r.IntN(4))
+		for i := range ext {
+			ext[i] = g.heldExt(ref, o)
+		}
+		r1, u1 := a.Remove(o, tier, ext)
+		r2, u2 := b.Remove(o, tier, ext)
+		ref.Remove(o, tier, ext)
+		if r1 != r2 || u1 != u2 {
+			t.Fatalf("Remove(%v,%v,%x): original (%d,%d), copy (%d,%d)", o, tier, ext, r1, u1, r2, u2)
+		}
+	default:
+		if x, y := a.ClearOwner(o), b.ClearOwner(o); x != y {
+			t.Fatalf("ClearOwner(%v): original %d, copy %d", o, x, y)
+		}
+		ref.ClearOwner(o)
+	}
+}
+
+// compareIndexes fails when a and b differ in Match, ExternalPrefix or Dump multiset.
+func compareIndexes(t *testing.T, seed uint64, when string, g *opGen, a, b *Index) {
+	t.Helper()
+	if x, y := dumpMultiset(a), dumpMultiset(b); !mapsEqual(x, y) {
+		t.Fatalf("seed %d %s: dump multisets differ\n orig %v\n copy %v", seed, when, x, y)
+	}
+	var m1, m2 Match
+	for _, p := range g.probes() {
+		a.Match(p, &m1)
+		b.Match(p, &m2)
+		if !slices.Equal(m1.Owners, m2.Owners) {
+			t.Fatalf("seed %d %s: Match(%x) orig %+v copy %+v", seed, when, p, m1.Owners, m2.Owners)
+		}
+		for _, o := range g.owners {
+			x := a.ExternalPrefix(o, p, len(p), nil)
+			y := b.ExternalPrefix(o, p, len(p), nil)
+			if !slices.Equal(x, y) {
+				t.Fatalf("seed %d %s: ExternalPrefix(%v,%x) orig %x copy %x", seed, when, o, p, x, y)
 			}
 		}
 	}

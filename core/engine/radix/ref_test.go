@@ -188,26 +188,47 @@ func (r *refIndex) Stats() Stats {
 func (r *refIndex) dumpSet() map[string]int {
 	out := map[string]int{}
 	for o, m := range r.entries {
-	entry:
 		for _, e := range m {
+			// The owner's nearest held ancestor; the nodes passed without an entry are the
+			// event's bridge (Dump names them by local hash under placeholder external hashes).
 			var parent uint64
-			for i := 1; i < len(e.path); i++ {
-				pe := m[pathKey(e.path[:i])]
-				if pe == nil {
-					continue entry
+			has := false
+			gap := e.path[:0:0]
+			for i := len(e.path) - 1; i >= 1; i-- {
+				if pe := m[pathKey(e.path[:i])]; pe != nil {
+					parent, has = pe.ext, true
+					gap = e.path[i : len(e.path)-1]
+					break
 				}
-				parent = pe.ext
+			}
+			if !has {
+				gap = e.path[:len(e.path)-1]
 			}
 			for t := Tier(0); t < NumTiers; t++ {
 				if e.tiers&(1<<t) != 0 {
-					ev := DumpEvent{Owner: o, Tier: t, Parent: parent, HasParent: len(e.path) > 1,
-						Blocks: []StoredBlock{{External: e.ext, Local: e.path[len(e.path)-1]}}}
-					out[eventKey(ev)]++
+					out[blockKey(o, t, parent, has, gap, StoredBlock{External: e.ext, Local: e.path[len(e.path)-1]})]++
 				}
 			}
 		}
 	}
 	return out
+}
+
+// blockKey renders one dumped block canonically: owner, tier, the owner's parent hash (or root),
+// the local hashes of a bridge (placeholder external hashes are arbitrary and left out), block.
+func blockKey(o Owner, t Tier, parent uint64, hasParent bool, gap []uint64, bl StoredBlock) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d/%s/", o.Worker, o.Rank, t)
+	if hasParent {
+		fmt.Fprintf(&b, "%x", parent)
+	} else {
+		b.WriteString("root")
+	}
+	for _, l := range gap {
+		fmt.Fprintf(&b, "~%x", l)
+	}
+	fmt.Fprintf(&b, "/%x:%x", bl.External, bl.Local)
+	return b.String()
 }
 
 // eventKey renders a single-block event canonically.
@@ -225,21 +246,46 @@ func eventKey(ev DumpEvent) string {
 	return b.String()
 }
 
-// dumpMultiset flattens ix.Dump into single-block event keys (merged runs are split, so any
-// chain merging an implementation does is transparent).
+// dumpMultiset flattens ix.Dump into single-block keys (merged runs are split, so any chain
+// merging an implementation does is transparent; a bridge keys the block after it).
 func dumpMultiset(ix *Index) map[string]int {
 	out := map[string]int{}
 	ix.Dump(func(ev DumpEvent) bool {
 		parent, has := ev.Parent, ev.HasParent
-		for _, bl := range ev.Blocks {
-			one := DumpEvent{Owner: ev.Owner, Tier: ev.Tier, Parent: parent, HasParent: has,
-				Blocks: []StoredBlock{bl}}
-			out[eventKey(one)]++
-			parent, has = bl.External, true
+		gap := make([]uint64, ev.Bridge)
+		for i := range gap {
+			gap[i] = ev.Blocks[i].Local
+		}
+		for _, bl := range ev.Blocks[ev.Bridge:] {
+			out[blockKey(ev.Owner, ev.Tier, parent, has, gap, bl)]++
+			parent, has, gap = bl.External, true, nil
 		}
 		return true
 	})
 	return out
+}
+
+// replayDump rebuilds ix's entries in dst from its Dump: each event's Store, then the Remove of
+// its bridge. It returns the first error.
+func replayDump(ix, dst *Index) error {
+	var err error
+	ix.Dump(func(ev DumpEvent) bool {
+		if err = dst.Store(ev.Owner, ev.Tier, ev.Parent, ev.HasParent, slices.Clone(ev.Blocks)); err != nil {
+			return false
+		}
+		if ev.Bridge > 0 {
+			ph := make([]uint64, ev.Bridge)
+			for i := range ph {
+				ph[i] = ev.Blocks[i].External
+			}
+			if removed, _ := dst.Remove(ev.Owner, ev.Tier, ph); removed != ev.Bridge {
+				err = fmt.Errorf("bridge of %+v: removed %d of %d placeholders", ev, removed, ev.Bridge)
+				return false
+			}
+		}
+		return true
+	})
+	return err
 }
 
 // checkInvariants verifies the index's internal structure (the invariants documented on Index,

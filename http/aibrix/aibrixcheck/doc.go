@@ -10,10 +10,13 @@
 // RFC 9457 rejections of invalid requests. Every check is a named [Rule]
 // with a description and a [Level].
 //
-// Member names are matched exactly (case-sensitive); the Gateway's
-// encoding/json decode also accepts differently-cased names, so this checker
-// is deliberately stricter there, as it is on the exact media-type string
-// (reported as its own rule next to the Gateway's lenient parse).
+// The typed decode is the Gateway's own (Go encoding/json into pointer
+// members, see gateway_decode.go), so the envelope and legality rules judge
+// what the Gateway sees: a valid body plus a case-variant twin ("Status",
+// metadata.RequestId, "APIVersion") that overrides the canonical member
+// fails a Required rule, as it fails at the Gateway. Exact member names and
+// the exact media-type string are Recommended rules beside the Gateway's
+// lenient readings.
 //
 // [Suite] holds the standard cases: valid Advisory and Authoritative
 // requests (single and multi-port candidates, escaped and maximal request
@@ -24,6 +27,8 @@
 // per-rule [Report]; [Main] is the `kvselect aibrix-check` command.
 //
 // The rejection cases encode kvselect's reading of the contract (for
-// example 413 for bodies over 256 KiB, 415 for other media types); a
-// service the Gateway accepts may still answer those with another 4xx.
+// example 413 for bodies over 256 KiB, 415 for other media types, 405 with
+// Problem Details for other methods). The Gateway never sends such requests,
+// so their rules are Recommended: AIBrix's own samples answer some with 400,
+// 501 or an empty 405, or accept them, and still pass the Required rules.
 package aibrixcheck

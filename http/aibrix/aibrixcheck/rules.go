@@ -4,13 +4,17 @@ package aibrixcheck
 type Level string
 
 const (
-	// Required rules mirror what the AIBrix Gateway enforces (a failure
-	// means the Gateway would treat the answer as an outage) or what the
-	// protocol contract states for the service's error answers.
+	// Required rules mirror what the AIBrix Gateway enforces on the answers
+	// to the requests it sends (a failure means the Gateway would treat the
+	// answer as an outage), and that a rejection never echoes the bearer
+	// token. AIBrix's own sample services pass every Required rule.
 	Required Level = "required"
 	// Recommended rules check the contract's advice to services (always
-	// send port, unique decision ids); they are reported but do not fail
-	// the run.
+	// send port, unique decision ids, the exact media-type string, exact
+	// member names) and the answers to requests the Gateway never sends
+	// (malformed or oversized bodies, wrong method, media type or token:
+	// 413 vs 400, 405 vs 501, Problem Details on every rejection); they are
+	// reported but do not fail the run.
 	Recommended Level = "recommended"
 )
 
@@ -44,6 +48,7 @@ const (
 	RuleObject           = "json.object"
 	RuleNoNullOptional   = "json.no-null-optional"
 	RuleTypes            = "json.types"
+	RuleExactNames       = "json.exact-member-names"
 	RuleAPIVersion       = "envelope.api-version"
 	RuleKind             = "envelope.kind"
 	RuleMetadata         = "envelope.metadata"
@@ -73,7 +78,7 @@ var Rules = []Rule{
 	{RuleBodyLimit, "The response body is at most 64 KiB (checked before the status, like the Gateway).", Required},
 	{RuleStatus200, "A decision is answered with HTTP 200 exactly (no redirects, no 201/204).", Required},
 	{RuleMediaTypeGateway, "Content-Type parses (mime) to application/vnd.aibrix.external-routing+json with version=v1alpha1.", Required},
-	{RuleMediaTypeExact, "Content-Type is exactly application/vnd.aibrix.external-routing+json;version=v1alpha1.", Required},
+	{RuleMediaTypeExact, "Content-Type is exactly application/vnd.aibrix.external-routing+json;version=v1alpha1 (the Gateway also accepts spaces, a quoted version and extra parameters such as charset).", Recommended},
 	{RuleIdentityEncoding, "The response is not compressed (no Content-Encoding other than identity).", Required},
 	{RuleNonEmpty, "V1: the response body is not empty.", Required},
 	{RuleJSONSyntax, "V2: the body is well-formed JSON (UTF-8, no BOM).", Required},
@@ -81,7 +86,8 @@ var Rules = []Rule{
 	{RuleNoTrailing, "V2: exactly one JSON value; only whitespace may follow it.", Required},
 	{RuleObject, "V3: the top-level value is a JSON object.", Required},
 	{RuleNoNullOptional, "V3: decisionId, target, reason and port are omitted rather than null.", Required},
-	{RuleTypes, "V4: members have their schema types (strings, objects, integer port literal).", Required},
+	{RuleTypes, "V4: the body decodes as the Gateway decodes it (encoding/json: schema types, integer port literal).", Required},
+	{RuleExactNames, "Envelope members use their exact names: the Gateway's encoding/json also binds case variants (\"Status\", \"RequestId\"), and a later twin overrides the canonical member.", Recommended},
 	{RuleAPIVersion, "V6: apiVersion is routing.aibrix.ai/v1alpha1.", Required},
 	{RuleKind, "V6: kind is ReplicaSelectionResponse.", Required},
 	{RuleMetadata, "V6: metadata is present.", Required},
@@ -96,9 +102,9 @@ var Rules = []Rule{
 	{RulePortAdvertised, "V8: target.port is one of the candidate's ports (omitted only for single-port candidates).", Required},
 	{RulePortPresent, "Selected targets always carry port (contract advice to services).", Recommended},
 	{RuleDecisionIDUnique, "decisionId values never repeat across decisions.", Recommended},
-	{RuleProblemStatus, "Invalid requests are rejected with the expected 4xx status.", Required},
-	{RuleProblemMedia, "Rejections use application/problem+json.", Required},
-	{RuleProblemBody, "Problem bodies are one JSON object with string title and integer status equal to the HTTP status.", Required},
-	{RuleProblemChallenge, "401 responses carry a Bearer WWW-Authenticate challenge.", Required},
+	{RuleProblemStatus, "Invalid requests are rejected with the expected 4xx status (the Gateway never sends them).", Recommended},
+	{RuleProblemMedia, "Rejections use application/problem+json.", Recommended},
+	{RuleProblemBody, "Problem bodies are one JSON object with string title and integer status equal to the HTTP status.", Recommended},
+	{RuleProblemChallenge, "401 responses carry a Bearer WWW-Authenticate challenge.", Recommended},
 	{RuleProblemNoSecret, "Problem bodies never echo the bearer token.", Required},
 }

@@ -1,0 +1,64 @@
+package core
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/kvselect/kvselect/core/engine"
+)
+
+func envLookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// Unparsable DYN_ROUTER_* values keep Dynamo's behaviour (ignored, the default stays) but each
+// is logged as a warning naming the variable, so a typo does not go unnoticed.
+func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
+	env := map[string]string{
+		"DYN_ROUTER_USE_KV_EVENTS":           "maybe",
+		"DYN_ROUTER_QUEUE_THRESHOLD":         "lots",
+		"DYN_ROUTER_TTL_SECS":                "-5",
+		"DYN_ROUTER_TEMPERATURE":             "0.5", // valid: no warning
+		"DYN_ROUTER_MIN_INITIAL_WORKERS":     "two",
+		"DYN_ROUTER_TRACK_OUTPUT_BLOCKS":     "on", // valid
+		"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT": "",   // empty is unset, not a warning
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	c, err := ConfigFromEnvLogged(envLookup(env), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := engine.DefaultConfig()
+	if c.UseKVEvents != def.UseKVEvents || c.TTL != def.TTL || (c.QueueThreshold == nil) != (def.QueueThreshold == nil) ||
+		c.MinInitialWorkers != def.MinInitialWorkers {
+		t.Fatalf("unparsable values changed the config: %+v", c)
+	}
+	if c.Temperature != 0.5 || !c.TrackOutputBlocks {
+		t.Fatalf("valid values not applied: temperature %v track_output_blocks %v", c.Temperature, c.TrackOutputBlocks)
+	}
+	out := buf.String()
+	for _, name := range []string{"DYN_ROUTER_USE_KV_EVENTS", "DYN_ROUTER_QUEUE_THRESHOLD", "DYN_ROUTER_TTL_SECS", "DYN_ROUTER_MIN_INITIAL_WORKERS"} {
+		if !strings.Contains(out, "variable="+name+" ") || !strings.Contains(out, "level=WARN") {
+			t.Errorf("no warning naming %s in:\n%s", name, out)
+		}
+	}
+	for _, name := range []string{"DYN_ROUTER_TEMPERATURE", "DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT"} {
+		if strings.Contains(out, name) {
+			t.Errorf("warning for valid or empty %s:\n%s", name, out)
+		}
+	}
+	if n := strings.Count(out, "level=WARN"); n != 4 {
+		t.Errorf("%d warnings, want 4:\n%s", n, out)
+	}
+	// A deprecated alias is named as set.
+	buf.Reset()
+	if _, err := ConfigFromEnvLogged(envLookup(map[string]string{"DYN_USE_KV_EVENTS": "perhaps"}), log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "variable=DYN_USE_KV_EVENTS ") {
+		t.Errorf("alias not named:\n%s", buf.String())
+	}
+}
