@@ -98,11 +98,15 @@ func (e *speedEstimator) factor() float64 {
 // Non-finite, non-positive or absurd intervals, and samples while the prior is unknown, are
 // ignored.
 func (e *speedEstimator) observe(tokens uint64, ms float64) {
-	if !(ms > 0) || ms > maxSampleMS || !e.prior.Valid() {
+	if !e.prior.Valid() {
 		return
 	}
-	p := e.prior.MS(float64(tokens))
-	if !(p > 0) {
+	e.observeWork(e.prior.MS(float64(tokens)), ms)
+}
+
+// observeWork is observe for work that takes p ms at the prior's speed.
+func (e *speedEstimator) observeWork(p, ms float64) {
+	if !(ms > 0) || ms > maxSampleMS || !(p > 0) || !e.prior.Valid() {
 		return
 	}
 	s := e.factor()

@@ -90,8 +90,8 @@ func TestSpeedConvergesUnderQueueing(t *testing.T) {
 			t.Errorf("after 500 requests (%.0f%% queued) the model is off by %.1f%% at %v tokens: %+v", 100*q, 100*e, tok, est.Model)
 		}
 	}
-	if est.Samples != 500 {
-		t.Errorf("samples = %d, want 500", est.Samples)
+	if est.Samples != 499 { // each sample is learned one completion late (speedtrack.go)
+		t.Errorf("samples = %d, want 499", est.Samples)
 	}
 	// Booking → completion would count the queueing: that estimate is far off, which is why
 	// the busy-stretch rule exists.
@@ -164,5 +164,38 @@ func TestSpeedNoSampleWithoutTimeOrTokens(t *testing.T) {
 	}
 	if (&Tracker{}).Speed(o) != (SpeedEstimate{}) || tr.SpeedAt(9) != (SpeedModel{}) {
 		t.Fatal("unknown owners must have the zero estimate")
+	}
+}
+
+// TestSpeedBatchedCompletions: a batching worker that prefills a whole batch in one step and
+// completes all of it at once (one long interval, then intervals of 0) is learned at its true
+// speed — the batch is one sample — instead of faster.
+func TestSpeedBatchedCompletions(t *testing.T) {
+	tr, o := newSpeedTracker(testPrior)
+	rng := rand.New(rand.NewPCG(9, 9))
+	now := int64(0)
+	for b := range 120 {
+		n := 1 + rng.IntN(8)
+		var ids []string
+		work := 0.0
+		for i := range n {
+			id := fmt.Sprintf("b%d-%d", b, i)
+			tokens := uint64(200 + rng.IntN(4000))
+			if err := tr.Add(Booking{ID: id, Owner: o, PrefillTokens: tokens, AdmittedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+			work += testTruth.MS(float64(tokens))
+		}
+		now += int64(work * 1e6) // the batch's step(s), then every prefill completes at once
+		for _, id := range ids {
+			if err := tr.PrefillCompleteAt(id, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now += 1e9 // idle until the next batch
+	}
+	if e := relErr(tr.Speed(o).Model, testTruth, 2000); e > 0.05 {
+		t.Fatalf("batched completions learned %.1f%% off: %+v", 100*e, tr.Speed(o).Model)
 	}
 }

@@ -20,6 +20,12 @@ package load
 //     keep the odd long interval from dominating.
 //   - Time that a prefill spends waiting behind others is never counted twice: it belongs to
 //     the interval of the request that was being served.
+//   - A batching worker also completes several prefills in one step: the first carries the
+//     step's whole interval, the others almost none. Such completions are merged into one
+//     sample — a completion whose interval is under half its expected time at the current
+//     estimate joins the sample before it — so that the robust weights see one batch of the
+//     right size, not one huge and several empty intervals (which they would clip unevenly,
+//     biasing the estimate fast). A sample is therefore learned one completion late.
 //
 // A completion without a time (PrefillComplete) or of a booking with no tracked prefill tokens
 // gives no sample; an untimed completion also drops the mark, so that no later interval spans
@@ -34,6 +40,29 @@ type speedState struct {
 	est    speedEstimator
 	mark   int64 // unix nanos; valid when marked
 	marked bool
+	// held is the sample not yet learned (see above): work at the prior's speed and interval.
+	heldWork, heldMS float64
+}
+
+// complete takes one timed completion of tokens uncached tokens that occupied the rank for ms,
+// merging it into the held sample when it is part of the same batch; it reports whether the
+// estimate changed.
+func (sp *speedState) complete(tokens uint64, ms float64) bool {
+	if !sp.est.prior.Valid() {
+		return false
+	}
+	p := sp.est.prior.MS(float64(tokens))
+	if sp.heldWork > 0 && ms < 0.5*p*sp.est.factor() {
+		sp.heldWork += p
+		sp.heldMS += ms
+		return false
+	}
+	learned := sp.heldWork > 0
+	if learned {
+		sp.est.observeWork(sp.heldWork, sp.heldMS)
+	}
+	sp.heldWork, sp.heldMS = p, ms
+	return learned
 }
 
 // SetSpeedPrior sets o's prior speed model (it is used until samples arrive and regularises the
@@ -83,8 +112,7 @@ func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
 	if r.prefill > 0 && st.speed.marked {
-		if now >= st.speed.mark {
-			st.speed.est.observe(r.prefill, float64(now-st.speed.mark)/1e6)
+		if now >= st.speed.mark && st.speed.complete(r.prefill, float64(now-st.speed.mark)/1e6) {
 			t.publishSpeed(r.slot)
 		}
 		st.speed.mark = max(st.speed.mark, now)
