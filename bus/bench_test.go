@@ -52,7 +52,7 @@ func BenchmarkLifecyclePropagation(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rb.Close()
-	natstest.WaitInterest(b, srv, a.Subjects().Lifecycle())
+	natstest.WaitInterest(b, srv, a.Subjects().LifecycleFrom(a.ReplicaID()))
 
 	const burst = 10 // 10 events per ms = 10k events/s
 	tokens := make([]uint64, 32)

@@ -23,10 +23,13 @@ type ConnConfig struct {
 	// Embedded connects in process to this server (no socket).
 	Embedded *Embedded
 
-	// Authentication: at most one of user/password, token, creds file.
+	// Authentication: at most one of user/password, token, creds file, nkey seed file.
+	// For kvselect's embedded server (natsauth.go) a replica uses User = its replica id with
+	// Password = ReplicaPassword(secret, id), or NkeySeedFile.
 	User, Password string
 	Token          string
 	CredsFile      string
+	NkeySeedFile   string // a file holding a user nkey seed (SU...)
 
 	// TLS: a CA file to verify servers, and an optional client certificate.
 	// Setting TLSCert requires TLSKey and vice versa.
@@ -104,8 +107,11 @@ func (c ConnConfig) validate() error {
 	if c.CredsFile != "" {
 		auth++
 	}
+	if c.NkeySeedFile != "" {
+		auth++
+	}
 	if auth > 1 {
-		return fmt.Errorf("%w: more than one of user/password, token, creds file", ErrConnConfig)
+		return fmt.Errorf("%w: more than one of user/password, token, creds file, nkey seed", ErrConnConfig)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("%w: TLSCert and TLSKey go together", ErrConnConfig)
@@ -188,6 +194,12 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		opts = append(opts, nats.Token(cfg.Token))
 	case cfg.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.NkeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey seed: %w", ErrConnConfig, err)
+		}
+		opts = append(opts, o)
 	}
 	if cfg.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(cfg.TLSCA))

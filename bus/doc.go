@@ -33,12 +33,26 @@
 //
 // # Identity
 //
-// A replica id is an opaque string (a Dynamo-style "tcp://host:port" works)
-// and travels only inside payloads; where a subject must name a replica it
-// uses [ReplicaToken], a hash of the id. Each process also draws a random
-// 64-bit boot id at start. (replica id, boot id) identifies one incarnation:
-// receivers drop their own echoes by it, and a changed boot id for a known
-// replica means that replica restarted and everything it booked is gone.
+// A replica id is an opaque string (a Dynamo-style "tcp://host:port" works).
+// Each replica publishes on v2 subjects that end in its id's sender token
+// ([EncodeSenderToken], a readable reversible escaping; subjects_v2.go), so
+// that NATS permissions can let each replica publish only as itself
+// ([ReplicaPermissions], [Authenticator] for the embedded server). Receivers
+// take the sender from the subject and drop envelopes claiming another
+// (counted as impersonations); the v1 subjects, which carry no identity, are
+// accepted only with [Config.LegacyV1] and never for an id already heard on
+// v2. The snapshot subject addresses a replica by [ReplicaToken], a hash of
+// its id. Each process also draws a random 64-bit boot id at start.
+// (replica id, boot id) identifies one incarnation: receivers drop their own
+// echoes by it, and a changed boot id for a known replica means that replica
+// restarted and everything it booked is gone.
+//
+// # Liveness
+//
+// A member silent for [Config.DeadAfter] (default three heartbeat periods)
+// expires, and core releases the bookings it mirrored from it; while this
+// replica is itself disconnected from NATS nobody expires. Membership log
+// lines and the embedded server's log are rate-limited ([LogLimiter]).
 //
 // # Dependencies
 //

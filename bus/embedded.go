@@ -48,6 +48,22 @@ type EmbeddedOptions struct {
 	// Shutdown (default 10 s).
 	ReadyTimeout    time.Duration
 	ShutdownTimeout time.Duration
+
+	// Auth, when set, turns on authentication and per-replica permissions (natsauth.go) for
+	// client connections; with clustering, routes then authenticate with RouteUser and the
+	// secret-derived RoutePassword (the file must have a secret) and the seed routes are given
+	// those credentials.
+	Auth *AuthFile
+	// AuthCluster is the kvselect cluster (subject namespace) the permissions are for; required
+	// with Auth.
+	AuthCluster string
+	// TLSCert and TLSKey turn on TLS for the client port and the route port; TLSCA, when set,
+	// also makes routes verify each other's certificates against it (mutual TLS). In-process
+	// connections never use TLS.
+	TLSCert, TLSKey, TLSCA string
+	// HTTPPort opens nats-server's monitoring endpoint (/varz, /connz, /routez...) on the
+	// client port's host (127.0.0.1 when there is none); 0 means none, -1 a random port.
+	HTTPPort int
 }
 
 // Errors from StartEmbedded and Embedded.Shutdown.
@@ -136,6 +152,9 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 		}
 		s.Host, s.Port = host, port
 	}
+	if err := o.applySecurity(s, clustered); err != nil {
+		return nil, false, err
+	}
 	if clustered {
 		if o.ClusterName == "" {
 			return nil, false, fmt.Errorf("%w: ClusterListen needs ClusterName", ErrEmbeddedOptions)
@@ -150,10 +169,70 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 			if err != nil {
 				return nil, false, fmt.Errorf("%w: route %q: %w", ErrEmbeddedOptions, r, err)
 			}
+			if o.Auth != nil {
+				u.User = url.UserPassword(RouteUser, RoutePassword(o.Auth.Secret))
+			}
 			s.Routes = append(s.Routes, u)
+		}
+		if o.Auth != nil {
+			s.Cluster.Username, s.Cluster.Password = RouteUser, RoutePassword(o.Auth.Secret)
+		}
+		if s.TLSConfig != nil {
+			rc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey, CaFile: o.TLSCA, Verify: o.TLSCA != ""})
+			if err != nil {
+				return nil, false, fmt.Errorf("%w: route TLS: %w", ErrEmbeddedOptions, err)
+			}
+			// GenTLSConfig fills only ClientCAs (verifying routes that dial in); routes this
+			// server dials verify the peer against the same CA.
+			rc.RootCAs = rc.ClientCAs
+			s.Cluster.TLSConfig, s.Cluster.TLSTimeout = rc, 2
 		}
 	}
 	return s, !s.DontListen, nil
+}
+
+// applySecurity installs authentication, TLS and the monitoring port.
+func (o EmbeddedOptions) applySecurity(s *server.Options, clustered bool) error {
+	if o.Auth != nil {
+		a, err := NewAuthenticator(o.Auth, o.AuthCluster)
+		if err != nil {
+			return fmt.Errorf("%w: auth: %w", ErrEmbeddedOptions, err)
+		}
+		if clustered && o.Auth.Secret == "" {
+			return fmt.Errorf("%w: an embedded NATS cluster with auth needs a secret in the auth file (route authentication)", ErrEmbeddedOptions)
+		}
+		s.CustomClientAuthentication = a
+		s.AlwaysEnableNonce = a.RequiresNonce()
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("%w: TLSCert and TLSKey go together", ErrEmbeddedOptions)
+	}
+	if o.TLSCA != "" && o.TLSCert == "" {
+		return fmt.Errorf("%w: TLSCA needs TLSCert and TLSKey", ErrEmbeddedOptions)
+	}
+	if o.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey})
+		if err != nil {
+			return fmt.Errorf("%w: TLS: %w", ErrEmbeddedOptions, err)
+		}
+		s.TLSConfig, s.TLS, s.TLSTimeout = tc, true, 2
+	}
+	if o.HTTPPort != 0 {
+		if o.HTTPPort < -1 || o.HTTPPort > 65535 {
+			return fmt.Errorf("%w: HTTPPort %d", ErrEmbeddedOptions, o.HTTPPort)
+		}
+		s.HTTPHost, s.HTTPPort = s.Host, o.HTTPPort
+	}
+	return nil
+}
+
+// MonitorURL returns "http://host:port" of the monitoring endpoint, or "" without one.
+func (e *Embedded) MonitorURL() string {
+	a := e.srv.MonitorAddr()
+	if a == nil {
+		return ""
+	}
+	return "http://" + a.String()
 }
 
 // splitListen parses "host:port" with an explicit host; port 0 becomes -1

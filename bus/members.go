@@ -42,7 +42,32 @@ type Members struct {
 	// aliases holds the aliases each live member announced (aliases.go); an entry exists only
 	// for a live id and is read-only once stored.
 	aliases map[string][]string
+	// expiry overrides missed × interval when positive (SetExpiryAfter).
+	expiry time.Duration
+	// maxLive bounds live; a heartbeat of a new replica id beyond it is rejected and counted.
+	// Invariant: len(live) <= maxLive.
+	maxLive  int
+	rejected uint64
 }
+
+// DefaultMaxMembers bounds the live members of one table (a selector cluster has a handful of
+// replicas; the bound only stops a sender inventing ids).
+const DefaultMaxMembers = 1024
+
+// SetExpiryAfter sets the silence after which a member expires (and, in core, its mirrored
+// bookings are released); d <= 0 restores MissedBeats × Interval.
+func (m *Members) SetExpiryAfter(d time.Duration) { m.expiry = d }
+
+// SetMaxLive bounds the live members; n <= 0 restores [DefaultMaxMembers].
+func (m *Members) SetMaxLive(n int) {
+	if n <= 0 {
+		n = DefaultMaxMembers
+	}
+	m.maxLive = n
+}
+
+// Rejected counts heartbeats of new replica ids refused because the table was full.
+func (m *Members) Rejected() uint64 { return m.rejected }
 
 // Member is one live replica as seen through its heartbeats.
 type Member struct {
@@ -97,6 +122,10 @@ const (
 	BootCurrent                          // the replica's current boot id
 	BootRestarted                        // a new boot id: the previous boot is now retired
 	BootRetired                          // a superseded boot id: drop the message
+	// BootUnauthenticated: an unauthenticated (v1 subject) message for a replica id that has
+	// been heard on its own v2 subject. Dropped, and it changes nothing: a boot change is
+	// believed only from the replica's own subject once it has one.
+	BootUnauthenticated
 )
 
 // String names the verdict.
@@ -110,6 +139,8 @@ func (v BootVerdict) String() string {
 		return "restarted"
 	case BootRetired:
 		return "retired"
+	case BootUnauthenticated:
+		return "unauthenticated"
 	}
 	return "invalid"
 }
@@ -119,6 +150,8 @@ type Observation struct {
 	Verdict    BootVerdict
 	PrevBootID uint64       // the superseded boot id when Verdict == BootRestarted
 	Change     MemberChange // Change.Kind == ChangeNone when liveness did not change
+	// Rejected is true when the heartbeat would have added a member to a full table.
+	Rejected bool
 }
 
 const (
@@ -137,11 +170,15 @@ type bootRecord struct {
 	nRetired   int // number of valid entries in retired
 	next       int // ring position of the next retirement
 	last       uint64
+	// authenticated: this id has been heard on its own (v2) subject; from then on
+	// unauthenticated messages for it are refused (BootUnauthenticated).
+	authenticated bool
 }
 
 // DefaultMissedBeats is the expiry threshold used when NewMembers gets a
-// non-positive missedBeats (memberlist and the NATS guidance use ≈5).
-const DefaultMissedBeats = 5
+// non-positive missedBeats: three silent heartbeat periods declare a replica dead (its
+// mirrored bookings are then released; see core/replication.go).
+const DefaultMissedBeats = 3
 
 // NewMembers returns an empty table. A replica expires after missedBeats
 // heartbeat intervals of silence; non-positive arguments take 1 s and
@@ -153,23 +190,40 @@ func NewMembers(interval time.Duration, missedBeats int) *Members {
 	if missedBeats <= 0 {
 		missedBeats = DefaultMissedBeats
 	}
-	return &Members{interval: interval, missed: missedBeats,
+	return &Members{interval: interval, missed: missedBeats, maxLive: DefaultMaxMembers,
 		live: make(map[string]*Member), boots: make(map[string]*bootRecord)}
 }
 
 // ExpiryAfter is the silence after which a member expires.
-func (m *Members) ExpiryAfter() time.Duration { return time.Duration(m.missed) * m.interval }
+func (m *Members) ExpiryAfter() time.Duration {
+	if m.expiry > 0 {
+		return m.expiry
+	}
+	return time.Duration(m.missed) * m.interval
+}
 
-// CheckBoot classifies boot for replica id and updates the boot registry
-// (a new boot id retires the previous one). It is idempotent for repeated
-// (id, boot) pairs. It does not touch liveness.
+// CheckBoot is CheckBootFrom for an authenticated message (one that arrived on its sender's
+// own subject).
 func (m *Members) CheckBoot(id string, boot uint64) (v BootVerdict, prev uint64) {
+	return m.CheckBootFrom(id, boot, true)
+}
+
+// CheckBootFrom classifies boot for replica id and updates the boot registry
+// (a new boot id retires the previous one). It is idempotent for repeated
+// (id, boot) pairs. It does not touch liveness. authenticated says whether the
+// message came on id's own v2 subject; an unauthenticated message for an id
+// already heard authenticated gets BootUnauthenticated and changes nothing.
+func (m *Members) CheckBootFrom(id string, boot uint64, authenticated bool) (v BootVerdict, prev uint64) {
 	r := m.boots[id]
 	if r == nil {
 		m.trimBoots()
-		m.boots[id] = &bootRecord{current: boot, hasCurrent: true, last: boot}
+		m.boots[id] = &bootRecord{current: boot, hasCurrent: true, last: boot, authenticated: authenticated}
 		return BootNew, 0
 	}
+	if r.authenticated && !authenticated {
+		return BootUnauthenticated, 0
+	}
+	r.authenticated = r.authenticated || authenticated
 	if r.hasCurrent && r.current == boot {
 		return BootCurrent, 0
 	}
@@ -207,14 +261,25 @@ func (m *Members) trimBoots() {
 	}
 }
 
-// Observe applies one heartbeat (or leave) received at now.
+// Observe is ObserveFrom for an authenticated heartbeat.
 func (m *Members) Observe(hb *Heartbeat, now time.Time) Observation {
-	v, prev := m.CheckBoot(hb.Sender, hb.BootID)
+	return m.ObserveFrom(hb, now, true)
+}
+
+// ObserveFrom applies one heartbeat (or leave) received at now; authenticated as for
+// CheckBootFrom. A heartbeat that would add a member to a full table is rejected: nothing
+// changes but the Rejected counter.
+func (m *Members) ObserveFrom(hb *Heartbeat, now time.Time, authenticated bool) Observation {
+	cur, isLive := m.live[hb.Sender]
+	if !isLive && !hb.Leaving && len(m.live) >= m.maxLive {
+		m.rejected++
+		return Observation{Rejected: true}
+	}
+	v, prev := m.CheckBootFrom(hb.Sender, hb.BootID, authenticated)
 	obs := Observation{Verdict: v, PrevBootID: prev}
-	if v == BootRetired {
+	if v == BootRetired || v == BootUnauthenticated {
 		return obs
 	}
-	cur, isLive := m.live[hb.Sender]
 	if hb.Leaving {
 		m.boots[hb.Sender].retire(hb.BootID)
 		if isLive {
@@ -245,10 +310,21 @@ func (m *Members) Observe(hb *Heartbeat, now time.Time) Observation {
 // Their boot ids stay current: a partitioned replica that comes back with
 // the same boot is the same incarnation.
 func (m *Members) Expire(now time.Time) []MemberChange {
+	return m.ExpireSince(now, time.Time{})
+}
+
+// ExpireSince is Expire with silence counted from floor when a member's last heartbeat is
+// older: a replica that was itself cut off from the bus until floor heard nobody meanwhile, and
+// its members get a full expiry interval from floor to be heard again.
+func (m *Members) ExpireSince(now, floor time.Time) []MemberChange {
 	var out []MemberChange
 	limit := m.ExpiryAfter()
 	for id, mem := range m.live {
-		if now.Sub(mem.LastSeen) > limit {
+		last := mem.LastSeen
+		if floor.After(last) {
+			last = floor
+		}
+		if now.Sub(last) > limit {
 			delete(m.live, id)
 			delete(m.aliases, id)
 			out = append(out, MemberChange{Kind: MemberExpired, Member: *mem})

@@ -276,3 +276,46 @@ func TestMembersMatchesNaiveModel(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersBounded: beyond MaxLive, heartbeats of new ids change nothing but the rejection
+// counter; live members keep beating and a departure makes room.
+func TestMembersBounded(t *testing.T) {
+	m := NewMembers(time.Second, 3)
+	m.SetMaxLive(2)
+	m.Observe(beat("a", 1), at(0))
+	m.Observe(beat("b", 1), at(0))
+	for i := range 100 {
+		if obs := m.Observe(beat(fmt.Sprint("x", i), 1), at(0)); !obs.Rejected || obs.Change.Kind != ChangeNone {
+			t.Fatalf("heartbeat of a new id into a full table: %+v", obs)
+		}
+	}
+	if m.Len() != 2 || m.Rejected() != 100 {
+		t.Fatalf("len %d rejected %d", m.Len(), m.Rejected())
+	}
+	if obs := m.Observe(beat("a", 1), at(time.Second)); obs.Rejected {
+		t.Fatal("a live member's heartbeat was rejected")
+	}
+	m.Observe(&Heartbeat{Sender: "b", BootID: 1, Leaving: true}, at(time.Second))
+	if obs := m.Observe(beat("c", 1), at(time.Second)); obs.Rejected || obs.Change.Kind != MemberJoined {
+		t.Fatalf("a new id after a departure: %+v", obs)
+	}
+}
+
+// TestUnauthenticatedCannotRestart: once an id is heard authenticated, unauthenticated
+// heartbeats for it (new boot ids, leaves) change nothing.
+func TestUnauthenticatedCannotRestart(t *testing.T) {
+	m := NewMembers(time.Second, 3)
+	m.ObserveFrom(beat("p", 7), at(0), true)
+	for _, hb := range []*Heartbeat{beat("p", 8), {Sender: "p", BootID: 7, Leaving: true}} {
+		if obs := m.ObserveFrom(hb, at(time.Second), false); obs.Verdict != BootUnauthenticated || obs.Change.Kind != ChangeNone {
+			t.Fatalf("unauthenticated %+v: %+v", hb, obs)
+		}
+	}
+	if mem, ok := m.Get("p"); !ok || mem.BootID != 7 {
+		t.Fatalf("p is %+v %v", mem, ok)
+	}
+	// A legacy-only id is still tracked from unauthenticated heartbeats.
+	if obs := m.ObserveFrom(beat("old", 1), at(0), false); obs.Change.Kind != MemberJoined {
+		t.Fatalf("legacy heartbeat: %+v", obs)
+	}
+}

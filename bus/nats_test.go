@@ -203,7 +203,7 @@ func TestEmbeddedClusterPropagates(t *testing.T) {
 	}
 	// Interest travels over routes asynchronously: wait until every server
 	// counts the lifecycle subscribers of all three replicas.
-	subj := reps[0].Subjects().Lifecycle()
+	subj := reps[0].Subjects().LifecycleFrom(ids[0])
 	for _, s := range servers {
 		natstest.WaitInterestCount(t, s.Server(), subj, 3)
 	}
@@ -246,7 +246,7 @@ func TestReconnectResumes(t *testing.T) {
 	a := newNATSRep(t, ncA, Config{ReplicaID: "a"})
 	var sb sink
 	newNATSRep(t, ncB, sb.hook(Config{ReplicaID: "b", Peers: []string{"a"}}))
-	natstest.WaitInterest(t, srv, a.Subjects().Lifecycle())
+	natstest.WaitInterest(t, srv, a.Subjects().LifecycleFrom("a"))
 	a.PublishLifecycle(freeEvent("before"))
 	waitFor(t, func() error {
 		if len(sb.lifecycles()) != 1 {

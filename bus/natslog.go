@@ -13,24 +13,45 @@ import (
 // them when trace is enabled), and Fatalf logs at Error without exiting:
 // an embedded server must never end the process.
 //
-// Concurrency: safe for concurrent use (slog loggers are).
+// Lines at Info and above are rate-limited (serverLogBurst per DefaultLogPeriod, the rest
+// counted and summarised on the next line that passes): the server logs every refused publish
+// of a client that lacks permission, and such a client must not be able to flood the log.
+//
+// Concurrency: safe for concurrent use (slog loggers and the limiter are).
 type ServerLogger struct {
-	log *slog.Logger
+	log   *slog.Logger
+	limit *LogLimiter
 }
+
+// serverLogBurst is the embedded server's log budget per DefaultLogPeriod (startup alone
+// writes about 15 lines).
+const serverLogBurst = 100
 
 var _ server.Logger = ServerLogger{}
 
 // NewServerLogger returns an adapter that logs through l with the attribute
 // component=nats-server.
 func NewServerLogger(l *slog.Logger) ServerLogger {
-	return ServerLogger{log: l.With("component", "nats-server")}
+	return ServerLogger{log: l.With("component", "nats-server"), limit: NewLogLimiter(serverLogBurst, DefaultLogPeriod)}
 }
 
 func (s ServerLogger) logf(level slog.Level, format string, v []any) {
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
+	if level >= slog.LevelInfo && s.limit != nil {
+		s.limit.Log(s.log, level, fmt.Sprintf(format, v...))
+		return
+	}
 	s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+}
+
+// Suppressed returns how many server log lines the rate limit dropped.
+func (s ServerLogger) Suppressed() uint64 {
+	if s.limit == nil {
+		return 0
+	}
+	return s.limit.Suppressed()
 }
 
 // Noticef implements server.Logger.

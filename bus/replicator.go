@@ -46,6 +46,19 @@ type Config struct {
 	// member; default 5.
 	HeartbeatInterval time.Duration
 	MissedBeats       int
+	// DeadAfter, when positive, overrides MissedBeats × HeartbeatInterval as the silence after
+	// which a member expires (a dead peer or a network black hole: core then releases the
+	// bookings it mirrors from that peer, and asks for them again when it returns).
+	DeadAfter time.Duration
+	// MaxMembers bounds the live members table (default DefaultMaxMembers); heartbeats of new
+	// ids beyond it are dropped and counted in Stats.MembersRejected.
+	MaxMembers int
+
+	// LegacyV1 keeps the unauthenticated v1 subjects working for a mixed-version rollout:
+	// every message is also published on its v1 subject, and v1 messages are accepted from
+	// replica ids never heard on their own v2 subject. Off, v1 messages are dropped and
+	// counted (Stats.*.V1Refused). See subjects_v2.go and README "Bus authentication".
+	LegacyV1 bool
 
 	// Queue capacities. OutboundQueue (default 65536) holds events waiting
 	// to be published, shared by lifecycle and affinity. LifecycleQueue
@@ -136,7 +149,11 @@ type Replicator struct {
 	snapshotServing bool           // guarded by subsMu
 	snapWG          sync.WaitGroup // snapshot requests being handled (see ServeSnapshot)
 
-	st replicatorCounters
+	// own v2 subjects, precomputed (the publisher sends on nothing else but v1 and replies).
+	ownLifecycle, ownAffinity, ownMembers string
+
+	st       replicatorCounters
+	logLimit *LogLimiter // membership INFO lines
 
 	stopPub   chan struct{} // closed by Close to stop the publisher
 	done      chan struct{} // closed by Close to stop the dispatcher
@@ -204,11 +221,16 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 		inAF:     make(chan *Affinity, cfg.AffinityQueue),
 		peers:    make(map[string]struct{}),
 		members:  NewMembers(cfg.HeartbeatInterval, cfg.MissedBeats),
+		logLimit: NewLogLimiter(0, 0),
 		stopPub:  make(chan struct{}),
 		done:     make(chan struct{}),
 		pubDone:  make(chan struct{}),
 		dispDone: make(chan struct{}),
 	}
+	r.ownLifecycle, r.ownAffinity, r.ownMembers = subjects.LifecycleFrom(cfg.ReplicaID),
+		subjects.AffinityFrom(cfg.ReplicaID), subjects.MembersFrom(cfg.ReplicaID)
+	r.members.SetExpiryAfter(cfg.DeadAfter)
+	r.members.SetMaxLive(cfg.MaxMembers)
 	for _, p := range cfg.Peers {
 		if err := ValidateReplicaID(p); err != nil {
 			return nil, fmt.Errorf("%w: peer: %w", ErrConfig, err)
@@ -217,10 +239,15 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 			r.peers[p] = struct{}{}
 		}
 	}
+	// v2 subjects (sender in the subject) always; v1 subjects too, so that legacy traffic is
+	// applied (LegacyV1) or at least counted as refused.
 	for subj, h := range map[string]Handler{
-		subjects.Lifecycle(): r.lifecycleHandler(),
-		subjects.Affinity():  r.affinityHandler(),
-		subjects.Members():   r.membersHandler(),
+		subjects.LifecycleAll(): r.lifecycleHandler(false),
+		subjects.AffinityAll():  r.affinityHandler(false),
+		subjects.MembersAll():   r.membersHandler(false),
+		subjects.Lifecycle():    r.lifecycleHandler(true),
+		subjects.Affinity():     r.affinityHandler(true),
+		subjects.Members():      r.membersHandler(true),
 	} {
 		sub, err := tr.Subscribe(subj, h)
 		if err != nil {
@@ -354,6 +381,12 @@ type StreamStats struct {
 	NotPeer         uint64 // from replicas that are not peers
 	StaleBoot       uint64 // from a retired boot id of the sender
 	DecodeErrors    uint64 // undecodable or unknown-type payloads
+	// Impersonations: envelopes whose sender is not the one their v2 subject names.
+	Impersonations uint64
+	// V1Refused: messages on v1 subjects dropped because LegacyV1 is off.
+	V1Refused uint64
+	// Unauthenticated: v1 messages for a replica id already heard on its own v2 subject.
+	Unauthenticated uint64
 }
 
 // Stats is a snapshot of a Replicator's counters.
@@ -364,11 +397,16 @@ type Stats struct {
 	Restarts   uint64      // restart notices delivered for peers
 	Peers      int         // configured peers
 	Members    int         // live members
+	// MembersRejected counts heartbeats of new ids refused because the members table was full.
+	MembersRejected uint64
+	// LogsSuppressed counts membership log lines dropped by the rate limit.
+	LogsSuppressed uint64
 }
 
 type streamCounters struct {
 	published, publishErrors, outboundDropped, received, inboundDropped,
-	echoes, notPeer, staleBoot, decodeErrors atomic.Uint64
+	echoes, notPeer, staleBoot, decodeErrors,
+	impersonations, v1Refused, unauthenticated atomic.Uint64
 }
 
 func (c *streamCounters) snapshot() StreamStats {
@@ -377,6 +415,7 @@ func (c *streamCounters) snapshot() StreamStats {
 		OutboundDropped: c.outboundDropped.Load(), Received: c.received.Load(),
 		InboundDropped: c.inboundDropped.Load(), Echoes: c.echoes.Load(), NotPeer: c.notPeer.Load(),
 		StaleBoot: c.staleBoot.Load(), DecodeErrors: c.decodeErrors.Load(),
+		Impersonations: c.impersonations.Load(), V1Refused: c.v1Refused.Load(), Unauthenticated: c.unauthenticated.Load(),
 	}
 }
 
@@ -398,11 +437,11 @@ func (r *Replicator) counters(t MsgType) *streamCounters {
 // Stats returns a snapshot of the counters.
 func (r *Replicator) Stats() Stats {
 	r.mu.Lock()
-	peers, members := len(r.peers), r.members.Len()
+	peers, members, rejected := len(r.peers), r.members.Len(), r.members.Rejected()
 	r.mu.Unlock()
 	return Stats{
 		Lifecycle: r.st.lifecycle.snapshot(), Affinity: r.st.affinity.snapshot(),
 		Heartbeats: r.st.heartbeats.snapshot(), Restarts: r.st.restarts.Load(),
-		Peers: peers, Members: members,
+		Peers: peers, Members: members, MembersRejected: rejected, LogsSuppressed: r.logLimit.Suppressed(),
 	}
 }

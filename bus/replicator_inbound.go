@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -21,12 +22,16 @@ import (
 // a control notice waits for queue room; that is safe because the
 // dispatcher never takes orderMu.
 
-// lifecycleHandler returns the handler of the lifecycle subscription, which carries lifecycle
-// events and live sets.
-func (r *Replicator) lifecycleHandler() Handler {
+// lifecycleHandler returns the handler of a lifecycle subscription (v2 wildcard, or the v1
+// subject when v1 is set), which carries lifecycle events, live sets and resync requests.
+func (r *Replicator) lifecycleHandler(v1 bool) Handler {
 	dec := NewDecoder()
 	c := &r.st.lifecycle
+	o := r.newOriginCheck(kindLifecycle, v1, c)
 	return func(m Msg) {
+		if o.refuseV1() {
+			return
+		}
 		msg, err := dec.Decode(m.Data)
 		var it inbound
 		switch v := msg.(type) {
@@ -35,9 +40,6 @@ func (r *Replicator) lifecycleHandler() Handler {
 		case *LiveSet:
 			it.ls = v
 		case *ResyncRequest:
-			if v.Target != r.cfg.ReplicaID {
-				return // addressed to another replica
-			}
 			it.rr = v
 		default:
 			if err == nil {
@@ -49,9 +51,16 @@ func (r *Replicator) lifecycleHandler() Handler {
 			return
 		}
 		sender, boot := msg.Origin()
+		auth, ok := o.check(m.Subject, sender)
+		if !ok {
+			return
+		}
+		if it.rr != nil && it.rr.Target != r.cfg.ReplicaID {
+			return // addressed to another replica
+		}
 		r.orderMu.Lock()
 		defer r.orderMu.Unlock()
-		if !r.admit(c, sender, boot) {
+		if !r.admit(c, sender, boot, auth) {
 			return
 		}
 		select {
@@ -63,19 +72,27 @@ func (r *Replicator) lifecycleHandler() Handler {
 	}
 }
 
-// affinityHandler returns the handler of the affinity subscription.
-func (r *Replicator) affinityHandler() Handler {
+// affinityHandler returns the handler of an affinity subscription.
+func (r *Replicator) affinityHandler(v1 bool) Handler {
 	dec := NewDecoder()
 	c := &r.st.affinity
+	o := r.newOriginCheck(kindAffinity, v1, c)
 	return func(m Msg) {
+		if o.refuseV1() {
+			return
+		}
 		a := &Affinity{}
 		if err := dec.DecodeInto(m.Data, a); err != nil {
 			r.decodeError(c, m, err)
 			return
 		}
+		auth, ok := o.check(m.Subject, a.Sender)
+		if !ok {
+			return
+		}
 		r.orderMu.Lock()
 		defer r.orderMu.Unlock()
-		if !r.admit(c, a.Sender, a.BootID) {
+		if !r.admit(c, a.Sender, a.BootID, auth) {
 			return
 		}
 		select {
@@ -87,19 +104,29 @@ func (r *Replicator) affinityHandler() Handler {
 	}
 }
 
-// membersHandler returns the handler of the members subscription. Every
+// membersHandler returns the handler of a members subscription. Every
 // replica's heartbeats are observed (membership is cluster-wide). A restart
 // notice is raised for every replica seen with a new boot id, peer or not: in
 // discovery mode a peer that left or expired is no longer a peer when it
 // comes back, yet its earlier events were applied, and for a replica whose
-// events were never applied the notice drops nothing.
-func (r *Replicator) membersHandler() Handler {
+// events were never applied the notice drops nothing. A boot change is
+// believed only from an authenticated heartbeat once the id has been heard on
+// its own v2 subject (Members.ObserveFrom).
+func (r *Replicator) membersHandler(v1 bool) Handler {
 	dec := NewDecoder()
 	c := &r.st.heartbeats
+	o := r.newOriginCheck(kindMembers, v1, c)
 	var hb Heartbeat
 	return func(m Msg) {
+		if o.refuseV1() {
+			return
+		}
 		if err := dec.DecodeInto(m.Data, &hb); err != nil {
 			r.decodeError(c, m, err)
+			return
+		}
+		auth, ok := o.check(m.Subject, hb.Sender)
+		if !ok {
 			return
 		}
 		if hb.Sender == r.cfg.ReplicaID {
@@ -109,10 +136,17 @@ func (r *Replicator) membersHandler() Handler {
 		r.orderMu.Lock()
 		defer r.orderMu.Unlock()
 		r.mu.Lock()
-		obs := r.members.Observe(&hb, time.Now())
+		obs := r.members.ObserveFrom(&hb, time.Now(), auth)
 		r.mu.Unlock()
-		if obs.Verdict == BootRetired {
+		switch {
+		case obs.Rejected:
+			r.logLimit.Log(r.log, slog.LevelWarn, "members table full; heartbeat of a new replica dropped", "member", hb.Sender)
+			return
+		case obs.Verdict == BootRetired:
 			c.staleBoot.Add(1)
+			return
+		case obs.Verdict == BootUnauthenticated:
+			c.unauthenticated.Add(1)
 			return
 		}
 		c.received.Add(1)
@@ -121,16 +155,64 @@ func (r *Replicator) membersHandler() Handler {
 		}
 		if obs.Change.Kind != ChangeNone {
 			ch := obs.Change
-			r.log.Info("membership change", "member", ch.Member.ID, "change", ch.Kind, "boot", ch.Member.BootID)
+			r.logLimit.Log(r.log, slog.LevelInfo, "membership change", "member", ch.Member.ID, "change", ch.Kind, "boot", ch.Member.BootID)
 			r.enqueueControl(inbound{change: &ch})
 		}
 	}
 }
 
+// originCheck authenticates the sender of one subscription's messages: on a v2 subscription
+// the envelope's sender must be the one the subject names (the NATS server, with kvselect's
+// permissions, lets only that replica publish there); on a v1 subscription nothing is
+// authenticated and messages pass only with LegacyV1. Owned by one subscription goroutine.
+type originCheck struct {
+	r         *Replicator
+	kind      string
+	v1        bool
+	c         *streamCounters
+	lastID    string // cache: the token of the last sender seen
+	lastToken string
+}
+
+func (r *Replicator) newOriginCheck(kind string, v1 bool, c *streamCounters) *originCheck {
+	return &originCheck{r: r, kind: kind, v1: v1, c: c}
+}
+
+// refuseV1 drops (and counts) a v1 message when LegacyV1 is off, before it is decoded.
+func (o *originCheck) refuseV1() bool {
+	if o.v1 && !o.r.cfg.LegacyV1 {
+		o.c.v1Refused.Add(1)
+		return true
+	}
+	return false
+}
+
+// check reports whether a message claiming sender may be processed, and whether its origin is
+// authenticated.
+func (o *originCheck) check(subject, sender string) (authenticated, ok bool) {
+	if o.v1 {
+		return false, true
+	}
+	tok, ok := o.r.subjects.SenderFromSubject(subject, o.kind)
+	if ok {
+		if sender != o.lastID {
+			o.lastID, o.lastToken = sender, EncodeSenderToken(sender)
+		}
+		ok = tok == o.lastToken
+	}
+	if !ok {
+		o.c.impersonations.Add(1)
+		o.r.logLimit.Log(o.r.log, slog.LevelWarn, "dropping a message whose sender is not its subject's (impersonation)",
+			"subject", subject, "claimed_sender", sender)
+		return false, false
+	}
+	return true, true
+}
+
 // admit applies the sender filters shared by lifecycle and affinity events
 // and raises a restart notice (ahead of the event) when a peer's boot id
 // changed. It reports whether the event should be delivered.
-func (r *Replicator) admit(c *streamCounters, sender string, boot uint64) bool {
+func (r *Replicator) admit(c *streamCounters, sender string, boot uint64, authenticated bool) bool {
 	if sender == r.cfg.ReplicaID {
 		// Our own echo, or an earlier incarnation of us: never applied.
 		c.echoes.Add(1)
@@ -142,11 +224,14 @@ func (r *Replicator) admit(c *streamCounters, sender string, boot uint64) bool {
 		c.notPeer.Add(1)
 		return false
 	}
-	v, prev := r.members.CheckBoot(sender, boot)
+	v, prev := r.members.CheckBootFrom(sender, boot, authenticated)
 	r.mu.Unlock()
 	switch v {
 	case BootRetired:
 		c.staleBoot.Add(1)
+		return false
+	case BootUnauthenticated:
+		c.unauthenticated.Add(1)
 		return false
 	case BootRestarted:
 		r.notifyRestart(sender, prev, boot)
@@ -155,7 +240,7 @@ func (r *Replicator) admit(c *streamCounters, sender string, boot uint64) bool {
 }
 
 func (r *Replicator) notifyRestart(id string, prev, boot uint64) {
-	r.log.Info("peer restarted", "peer", id, "prev_boot", prev, "boot", boot)
+	r.logLimit.Log(r.log, slog.LevelInfo, "peer restarted", "peer", id, "prev_boot", prev, "boot", boot)
 	r.enqueueControl(inbound{restart: &restartNotice{id: id, prev: prev, boot: boot}})
 }
 

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"log/slog"
 	mrand "math/rand/v2"
 	"time"
 )
@@ -74,7 +75,15 @@ func (r *Replicator) publishLoop(rng *mrand.Rand) {
 			p.send(m)
 		case <-timer.C:
 			p.heartbeat(false)
-			r.expireMembers(time.Now())
+			now := time.Now()
+			if !transportConnected(r.tr) {
+				// Cut off from the bus ourselves (NATS down, or reconnecting): silence says
+				// nothing about the peers, so nobody expires until a full interval after the
+				// connection is back.
+				p.offlineUntil = now
+			} else {
+				r.expireMembers(now, p.offlineUntil)
+			}
 			timer.Reset(r.jittered(rng))
 		}
 	}
@@ -95,6 +104,21 @@ type publisher struct {
 	r       *Replicator
 	enc     *Encoder
 	failing bool // last publish failed; log only on transitions
+	// offlineUntil is the last tick at which the transport was disconnected (zero: never).
+	offlineUntil time.Time
+}
+
+// ConnectionState is implemented by transports that know whether they are connected
+// ([NATSTransport], [MemTransport]); others count as always connected.
+type ConnectionState interface {
+	Connected() bool
+}
+
+func transportConnected(tr Transport) bool {
+	if cs, ok := tr.(ConnectionState); ok {
+		return cs.Connected()
+	}
+	return true
 }
 
 func (p *publisher) heartbeat(leaving bool) {
@@ -107,16 +131,19 @@ func (p *publisher) send(m Message) {
 	r := p.r
 	m.setOrigin(r.cfg.ReplicaID, r.boot)
 	c := r.counters(m.Type())
-	subject := r.subjects.Members()
+	subject, v1 := r.ownMembers, r.subjects.Members()
 	switch m.Type() {
 	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
-		subject = r.subjects.Lifecycle()
+		subject, v1 = r.ownLifecycle, r.subjects.Lifecycle()
 	case TypeAffinity:
-		subject = r.subjects.Affinity()
+		subject, v1 = r.ownAffinity, r.subjects.Affinity()
 	}
 	data, err := p.enc.Encode(m)
 	if err == nil {
 		err = r.tr.Publish(subject, data)
+	}
+	if err == nil && r.cfg.LegacyV1 {
+		err = r.tr.Publish(v1, data) // the same envelope for replicas that speak only v1
 	}
 	if err != nil {
 		c.publishErrors.Add(1)
@@ -136,14 +163,14 @@ func (p *publisher) send(m Message) {
 
 // expireMembers runs membership expiry and queues the resulting changes
 // (and, with DiscoverPeers, the implied loss of peers) for the dispatcher.
-func (r *Replicator) expireMembers(now time.Time) {
+func (r *Replicator) expireMembers(now, floor time.Time) {
 	r.orderMu.Lock()
 	defer r.orderMu.Unlock()
 	r.mu.Lock()
-	changes := r.members.Expire(now)
+	changes := r.members.ExpireSince(now, floor)
 	r.mu.Unlock()
 	for i := range changes {
-		r.log.Info("member expired", "member", changes[i].Member.ID, "boot", changes[i].Member.BootID)
+		r.logLimit.Log(r.log, slog.LevelInfo, "member expired", "member", changes[i].Member.ID, "boot", changes[i].Member.BootID)
 		r.enqueueControl(inbound{change: &changes[i]})
 	}
 }

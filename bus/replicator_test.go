@@ -351,7 +351,7 @@ func (g *gatedTransport) Publish(subject string, data []byte) error {
 func TestPublishNeverBlocks(t *testing.T) {
 	n := NewMemNetwork()
 	subj, _ := NewSubjects("test")
-	g := &gatedTransport{Transport: n.Connect(), subject: subj.Lifecycle(), gate: make(chan struct{})}
+	g := &gatedTransport{Transport: n.Connect(), subject: subj.LifecycleFrom("a"), gate: make(chan struct{})}
 	a := newRep(t, g, Config{ReplicaID: "a", OutboundQueue: 4})
 	var sb sink
 	newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "b", Peers: []string{"a"}}))
@@ -489,7 +489,7 @@ func TestPeerRestartOrdering(t *testing.T) {
 	raw, _ := Marshal(&Lifecycle{Sender: "a", BootID: 11, Model: "m", RequestID: "zombie", Kind: LifecycleFree})
 	tr := n.Connect()
 	defer tr.Close()
-	if err := tr.Publish(b.Subjects().Lifecycle(), raw); err != nil {
+	if err := tr.Publish(b.Subjects().LifecycleFrom("a"), raw); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() error {
@@ -514,10 +514,10 @@ func TestDecodeErrorsCounted(t *testing.T) {
 		subject string
 		data    []byte
 	}{
-		{b.Subjects().Lifecycle(), []byte("garbage")},
-		{b.Subjects().Lifecycle(), hb}, // wrong type on the subject
-		{b.Subjects().Affinity(), nil},
-		{b.Subjects().Members(), []byte{0x95}},
+		{b.Subjects().LifecycleFrom("a"), []byte("garbage")},
+		{b.Subjects().LifecycleFrom("a"), hb}, // wrong type on the subject
+		{b.Subjects().AffinityFrom("a"), nil},
+		{b.Subjects().MembersFrom("a"), []byte{0x95}},
 	} {
 		if err := tr.Publish(p.subject, p.data); err != nil {
 			t.Fatal(err)

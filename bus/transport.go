@@ -31,7 +31,8 @@ import (
 //     it and may keep or modify it.
 //   - After Unsubscribe returns, the handler is not called for messages
 //     published afterwards.
-//   - Subscriptions are exact subject matches; no wildcards are needed.
+//   - Subscriptions match subjects with NATS rules: exact, or with '*' (one token) and a
+//     final '>' (one or more tokens); the replicator subscribes to `...<kind>.*`.
 //   - Request publishes data with a private reply subject and returns the
 //     first reply. It fails at once with [ErrNoResponders] when no
 //     subscription exists for subject, and with [ErrTimeout] when ctx ends

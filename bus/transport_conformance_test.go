@@ -112,6 +112,43 @@ func runTransportConformance(t *testing.T, newPair pairFactory) {
 		}
 	})
 
+	t.Run("WildcardSubscriptions", func(t *testing.T) {
+		p := newPair(t)
+		a, b := p.a, p.b
+		var star, tail, exact recorder
+		subscribe(t, b, "w.kind.*", star.handle)
+		subscribe(t, b, "w.>", tail.handle)
+		subscribe(t, b, "w.kind.x", exact.handle)
+		for _, s := range []string{"w.kind.x", "w.kind.y", "w.kind.y.z", "w.other"} {
+			if err := a.Publish(s, []byte(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Fence: the last publish on every pattern arrives after the earlier ones (order per
+		// subscription), so counts are final once it is seen.
+		if err := a.Publish("w.kind.x", []byte("end")); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			r    *recorder
+			want []string
+		}{
+			{&star, []string{"w.kind.x", "w.kind.y", "end"}},
+			{&tail, []string{"w.kind.x", "w.kind.y", "w.kind.y.z", "w.other", "end"}},
+			{&exact, []string{"w.kind.x", "end"}},
+		} {
+			got := c.r.waitN(t, len(c.want))
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d messages, want %v", len(got), c.want)
+			}
+			for i, m := range got {
+				if string(m.Data) != c.want[i] {
+					t.Fatalf("got %q at %d, want %v", m.Data, i, c.want)
+				}
+			}
+		}
+	})
+
 	t.Run("FanOutToEverySubscription", func(t *testing.T) {
 		p := newPair(t)
 		a, b := p.a, p.b

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -23,7 +24,8 @@ import (
 // endpoint's state while holding the network lock); never the reverse.
 type MemNetwork struct {
 	mu    sync.Mutex
-	subs  map[string]map[*memSub]struct{} // guarded by mu
+	subs  map[string]map[*memSub]struct{} // guarded by mu; exact subjects
+	wild  map[string]map[*memSub]struct{} // guarded by mu; patterns with '*' or '>'
 	inbox atomic.Uint64                   // request inbox counter
 
 	// PendingLimit is the per-subscription queue length; a delivery to a
@@ -34,7 +36,7 @@ type MemNetwork struct {
 
 // NewMemNetwork returns an empty network.
 func NewMemNetwork() *MemNetwork {
-	return &MemNetwork{subs: make(map[string]map[*memSub]struct{})}
+	return &MemNetwork{subs: make(map[string]map[*memSub]struct{}), wild: make(map[string]map[*memSub]struct{})}
 }
 
 // Connect returns a new endpoint on the network.
@@ -104,7 +106,22 @@ func (n *MemNetwork) deliver(m Msg) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	reached := 0
-	for s := range n.subs[m.Subject] {
+	targets := n.subs[m.Subject]
+	if len(n.wild) > 0 {
+		all := make(map[*memSub]struct{}, len(targets))
+		for s := range targets {
+			all[s] = struct{}{}
+		}
+		for pat, set := range n.wild {
+			if MatchSubject(pat, m.Subject) {
+				for s := range set {
+					all[s] = struct{}{}
+				}
+			}
+		}
+		targets = all
+	}
+	for s := range targets {
 		if s.owner.isDown() {
 			continue
 		}
@@ -122,6 +139,9 @@ func (n *MemNetwork) deliver(m Msg) int {
 	}
 	return reached
 }
+
+// Connected implements [ConnectionState]: false while SetDown(true) or after Close.
+func (t *MemTransport) Connected() bool { return t.state() == nil }
 
 func (t *MemTransport) isDown() bool {
 	t.mu.Lock()
@@ -146,10 +166,11 @@ func (t *MemTransport) Subscribe(subject string, h Handler) (Subscription, error
 	t.mu.Unlock()
 
 	t.net.mu.Lock()
-	set := t.net.subs[subject]
+	table := t.net.table(subject)
+	set := table[subject]
 	if set == nil {
 		set = make(map[*memSub]struct{})
-		t.net.subs[subject] = set
+		table[subject] = set
 	}
 	set[s] = struct{}{}
 	t.net.mu.Unlock()
@@ -231,9 +252,10 @@ func (s *memSub) Unsubscribe() error {
 		err = nil
 		n := s.owner.net
 		n.mu.Lock()
-		delete(n.subs[s.subject], s)
-		if len(n.subs[s.subject]) == 0 {
-			delete(n.subs, s.subject)
+		table := n.table(s.subject)
+		delete(table[s.subject], s)
+		if len(table[s.subject]) == 0 {
+			delete(table, s.subject)
 		}
 		n.mu.Unlock()
 		s.owner.mu.Lock()
@@ -246,3 +268,37 @@ func (s *memSub) Unsubscribe() error {
 
 // Dropped implements [Subscription].
 func (s *memSub) Dropped() int { return int(s.dropped.Load()) }
+
+// table returns the subscription map subject belongs in. n.mu held.
+func (n *MemNetwork) table(subject string) map[string]map[*memSub]struct{} {
+	if strings.ContainsAny(subject, "*>") {
+		return n.wild
+	}
+	return n.subs
+}
+
+// MatchSubject reports whether subject matches pattern with NATS wildcard rules: '*' matches
+// exactly one token, a final '>' one or more tokens.
+func MatchSubject(pattern, subject string) bool {
+	for {
+		pi := strings.IndexByte(pattern, '.')
+		si := strings.IndexByte(subject, '.')
+		ptok, stok := pattern, subject
+		if pi >= 0 {
+			ptok = pattern[:pi]
+		}
+		if si >= 0 {
+			stok = subject[:si]
+		}
+		if ptok == ">" {
+			return pi < 0 && stok != ""
+		}
+		if stok == "" || (ptok != "*" && ptok != stok) {
+			return false
+		}
+		if pi < 0 || si < 0 {
+			return pi < 0 && si < 0
+		}
+		pattern, subject = pattern[pi+1:], subject[si+1:]
+	}
+}

@@ -21,6 +21,9 @@ var _ Transport = (*NATSTransport)(nil)
 // NewNATSTransport wraps nc.
 func NewNATSTransport(nc *nats.Conn) *NATSTransport { return &NATSTransport{nc: nc} }
 
+// Connected implements [ConnectionState].
+func (t *NATSTransport) Connected() bool { return t.nc.IsConnected() }
+
 // Conn returns the wrapped connection.
 func (t *NATSTransport) Conn() *nats.Conn { return t.nc }
 

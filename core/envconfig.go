@@ -111,6 +111,7 @@ func ConfigFromEnvLogged(lookup func(string) (string, bool), log *slog.Logger) (
 	str(&c.PolicyConfig, "DYN_ROUTER_POLICY_CONFIG")
 	str(&c.QueuePolicy, "DYN_ROUTER_QUEUE_POLICY")
 	str(&c.ApproximateCachePolicy, "DYN_ROUTER_APPROXIMATE_CACHE_POLICY")
+	str(&c.SessionAffinityMode, "DYN_ROUTER_SESSION_AFFINITY_MODE")
 	secs(&c.TTL, "DYN_ROUTER_TTL_SECS")
 	secs(&c.ActiveRequestExpiry, "DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS")
 	optF64(&c.DecodeBusyThreshold, "DYN_ROUTER_CONDITIONAL_DISAGG_DECODE_BUSY_THRESHOLD")

@@ -62,3 +62,19 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 		t.Errorf("alias not named:\n%s", buf.String())
 	}
 }
+
+// An embedder that builds its configuration from the environment gets the session affinity mode
+// too (not only the kvselect binary's flag default), and an unknown mode is an error as Dynamo's
+// unknown enum strings are.
+func TestConfigFromEnvSessionAffinityMode(t *testing.T) {
+	c, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "soft"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SessionAffinityMode != engine.SessionAffinitySoft {
+		t.Fatalf("mode %q, want soft", c.SessionAffinityMode)
+	}
+	if _, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "sticky"})); err == nil {
+		t.Fatal("an unknown session affinity mode was accepted")
+	}
+}

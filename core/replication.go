@@ -34,11 +34,17 @@ type BusReplicator struct {
 	// peers' sets being reassembled, counters, and scratch for freed ids.
 	liveSetSeq     uint64
 	pendingSets    map[liveSetKey]*pendingLiveSet
+	bounds         pendingBounds
 	asks           map[string]*resyncAsk
 	liveSets       liveSetStats
 	liveSetScratch []string
 	rs             *resyncer
 	trigger        *ResyncTrigger
+	// Dead peers (replication_dead.go), guarded by svc.mu: peers whose bookings were released,
+	// by id (value: the boot id they had), and counters.
+	released map[string]uint64
+	dead     deadPeerStats
+	logLimit *bus.LogLimiter // membership INFO lines
 	// ready is closed once r is set: bus callbacks may start before bus.New returns, and
 	// those that use r wait for it.
 	ready chan struct{}
@@ -75,6 +81,19 @@ type ReplicationConfig struct {
 	JoinResyncRepeat time.Duration
 	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
 	HeartbeatInterval time.Duration
+	// DeadAfter is the heartbeat silence after which a peer counts as dead and its mirrored
+	// bookings are released (default bus.DefaultMissedBeats × HeartbeatInterval); see
+	// replication_dead.go.
+	DeadAfter time.Duration
+	// LegacyV1 keeps the unauthenticated v1 bus subjects working (bus.Config.LegacyV1).
+	LegacyV1 bool
+	// MaxMembers bounds the members table (bus.Config.MaxMembers).
+	MaxMembers int
+	// MaxPendingLiveSets and MaxPendingLiveSetBytes bound the partial live sets this replica
+	// reassembles (defaults DefaultMaxPendingLiveSets, DefaultMaxPendingLiveSetBytes); the
+	// oldest partial set is evicted first.
+	MaxPendingLiveSets     int
+	MaxPendingLiveSetBytes int64
 	// LiveSetInterval is how often this replica announces its live bookings so that peers can
 	// release bookings whose frees they missed (default DefaultLiveSetInterval; negative: only
 	// after republish passes). See replication_liveset.go.
@@ -86,10 +105,11 @@ type ReplicationConfig struct {
 func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
 	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
 		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{},
-		asks: map[string]*resyncAsk{}}
+		asks: map[string]*resyncAsk{}, released: map[string]uint64{}, logLimit: bus.NewLogLimiter(0, 0)}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
 		orDefaultDelay(cfg.JoinResyncDelay, DefaultJoinResyncDelay))
 	br.rs.liveSetEvery = orDefaultDelay(cfg.LiveSetInterval, DefaultLiveSetInterval)
+	br.bounds.maxSets, br.bounds.maxBytes = cfg.MaxPendingLiveSets, cfg.MaxPendingLiveSetBytes
 	switch {
 	case cfg.JoinResyncRepeat == 0:
 		br.rs.joinRepeat = JoinResyncRepeat
@@ -101,6 +121,9 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
 		BootID:            s.bootID,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		DeadAfter:         cfg.DeadAfter,
+		LegacyV1:          cfg.LegacyV1,
+		MaxMembers:        cfg.MaxMembers,
 		OnLifecycle:       br.apply,
 		OnLiveSet:         br.applyLiveSet,
 		OnResyncRequest:   br.resyncRequested,
@@ -260,7 +283,7 @@ func (br *BusReplicator) peerRestarted(id string, prev, boot uint64) {
 	br.dropPendingSets(id)
 	br.svc.drainLocked()
 	br.svc.mu.Unlock()
-	br.log.Info("peer restarted; dropped its mirrored bookings", "peer", id, "bookings", n)
+	br.logLimit.Log(br.log, slog.LevelInfo, "peer restarted; dropped its mirrored bookings", "peer", id, "bookings", n)
 }
 
 // AddPeer implements Replicator.

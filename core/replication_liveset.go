@@ -50,9 +50,17 @@ const (
 	// republish (see above).
 	resyncRequestGap    = 10 * time.Second
 	maxResyncRequestGap = 10 * time.Minute
-	// maxPendingLiveSets bounds the partially received multi-chunk sets a receiver keeps (a
-	// single-chunk set is applied at once and never waits).
-	maxPendingLiveSets = 1024
+	// DefaultMaxPendingLiveSets bounds the partially received multi-chunk sets a receiver
+	// keeps (a single-chunk set is applied at once and never waits); the oldest is evicted.
+	DefaultMaxPendingLiveSets = 1024
+	// DefaultMaxPendingLiveSetBytes bounds the estimated memory of all partial sets together
+	// (pendingIDBytes per id); beyond it the oldest partial sets are evicted.
+	DefaultMaxPendingLiveSetBytes = 64 << 20
+	// maxChunkIDs is the most ids a receiver accepts in one chunk (senders put liveSetChunk).
+	maxChunkIDs = 2 * liveSetChunk
+	// pendingIDOverhead estimates the bytes one id costs in a pending set beyond its length
+	// (string header and map slot).
+	pendingIDOverhead = 48
 )
 
 // liveSetKey identifies a sender's set for one partition.
@@ -67,6 +75,31 @@ type pendingLiveSet struct {
 	chunks uint32
 	seen   map[uint32]struct{}
 	ids    map[string]struct{}
+	bytes  int64  // estimated memory of ids (counted in BusReplicator.pendingBytes)
+	seq    uint64 // arrival order of the first chunk: the smallest is the oldest
+}
+
+// pendingBounds are the receiver's limits on partial live sets (guarded by Service.mu).
+type pendingBounds struct {
+	maxSets  int
+	maxBytes int64
+	bytes    int64  // estimated memory of every pending set
+	seq      uint64 // last pendingLiveSet.seq handed out
+}
+
+// sets and budget are the limits, with defaults for zero values.
+func (b *pendingBounds) sets() int {
+	if b.maxSets <= 0 {
+		return DefaultMaxPendingLiveSets
+	}
+	return b.maxSets
+}
+
+func (b *pendingBounds) budget() int64 {
+	if b.maxBytes <= 0 {
+		return DefaultMaxPendingLiveSetBytes
+	}
+	return b.maxBytes
 }
 
 // liveSetStats counts live-set traffic (guarded by Service.mu).
@@ -77,6 +110,8 @@ type liveSetStats struct {
 	missing   uint64 // ids peers' sets listed that this replica did not mirror
 	requested uint64 // resync requests sent
 	asked     uint64 // resync requests received
+	evicted   uint64 // partial sets evicted (oldest first) to stay within the bounds
+	rejected  uint64 // chunks refused: too many chunks or ids for a set a replica sends
 }
 
 // resyncAsk is the request pacing for one peer (guarded by Service.mu).
@@ -115,21 +150,24 @@ func (br *BusReplicator) publishLiveSetsLocked() {
 // bookings mirrored from that peer in that partition that the set does not list. Runs on the
 // bus dispatcher goroutine, in order with the peer's lifecycle events.
 func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
-	if ls.Chunks > maxLiveSetChunks {
-		return
-	}
-	k := liveSetKey{sender: ls.Sender, part: engine.PartitionKey{Model: ls.Model, Group: ls.Group}}
 	s := br.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ls.Chunks > maxLiveSetChunks || len(ls.IDs) > maxChunkIDs {
+		br.liveSets.rejected++
+		return
+	}
+	k := liveSetKey{sender: ls.Sender, part: engine.PartitionKey{Model: ls.Model, Group: ls.Group}}
 	p := br.pendingSets[k]
 	if p == nil || p.setID != ls.SetID || p.chunks != ls.Chunks {
-		delete(br.pendingSets, k) // superseded by a newer set (or a restart's)
-		if ls.Chunks > 1 && len(br.pendingSets) >= maxPendingLiveSets {
-			return
-		}
+		br.dropPending(k) // superseded by a newer set (or a restart's)
 		p = &pendingLiveSet{setID: ls.SetID, chunks: ls.Chunks, seen: map[uint32]struct{}{}, ids: make(map[string]struct{}, len(ls.IDs))}
 		if ls.Chunks > 1 {
+			for len(br.pendingSets) > 0 && len(br.pendingSets) >= br.bounds.sets() {
+				br.evictOldestPending()
+			}
+			br.bounds.seq++
+			p.seq = br.bounds.seq
 			br.pendingSets[k] = p
 		}
 	}
@@ -138,16 +176,29 @@ func (br *BusReplicator) applyLiveSet(ls *bus.LiveSet) {
 	}
 	p.seen[ls.Chunk] = struct{}{}
 	for _, id := range ls.IDs {
-		p.ids[id] = struct{}{}
+		if _, ok := p.ids[id]; !ok {
+			p.ids[id] = struct{}{}
+			if ls.Chunks > 1 {
+				n := int64(len(id) + pendingIDOverhead)
+				p.bytes += n
+				br.bounds.bytes += n
+			}
+		}
 	}
 	if len(p.ids) > maxLiveSetIDs {
-		delete(br.pendingSets, k) // not a set a well-behaved replica sends
+		br.dropPending(k) // not a set a well-behaved replica sends
+		br.liveSets.rejected++
 		return
+	}
+	for br.bounds.bytes > br.bounds.budget() && len(br.pendingSets) > 0 {
+		if br.evictOldestPending() == k {
+			return // this set itself was the oldest
+		}
 	}
 	if uint32(len(p.seen)) < p.chunks {
 		return
 	}
-	delete(br.pendingSets, k)
+	br.dropPending(k)
 	br.liveSetScratch = s.eng.DropPeerExcept(k.sender, k.part, p.ids, br.liveSetScratch[:0])
 	now := s.clock()
 	for _, id := range br.liveSetScratch {
@@ -211,8 +262,47 @@ func (br *BusReplicator) resyncRequested(from string) {
 func (br *BusReplicator) dropPendingSets(sender string) {
 	for k := range br.pendingSets {
 		if k.sender == sender {
-			delete(br.pendingSets, k)
+			br.dropPending(k)
 		}
 	}
 	delete(br.asks, sender)
+}
+
+// dropPending forgets one partial set and its bytes. Called with Service.mu held.
+func (br *BusReplicator) dropPending(k liveSetKey) {
+	if p := br.pendingSets[k]; p != nil {
+		br.bounds.bytes -= p.bytes
+		delete(br.pendingSets, k)
+	}
+}
+
+// evictOldestPending evicts the partial set whose first chunk arrived first and returns its
+// key. The scan is linear in the pending sets (at most maxSets). Service.mu held.
+func (br *BusReplicator) evictOldestPending() liveSetKey {
+	var oldest liveSetKey
+	var seq uint64
+	first := true
+	for k, p := range br.pendingSets {
+		if first || p.seq < seq {
+			oldest, seq, first = k, p.seq, false
+		}
+	}
+	br.dropPending(oldest)
+	br.liveSets.evicted++
+	return oldest
+}
+
+// PendingLiveSetStats reports the partial live sets held and what the bounds did.
+type PendingLiveSetStats struct {
+	Sets     int    // partial sets held
+	Bytes    int64  // their estimated memory
+	Evicted  uint64 // partial sets evicted, oldest first
+	Rejected uint64 // chunks refused as oversized
+}
+
+// PendingLiveSetStats reports the partial live sets held and what the bounds did.
+func (br *BusReplicator) PendingLiveSetStats() PendingLiveSetStats {
+	br.svc.mu.Lock()
+	defer br.svc.mu.Unlock()
+	return PendingLiveSetStats{Sets: len(br.pendingSets), Bytes: br.bounds.bytes, Evicted: br.liveSets.evicted, Rejected: br.liveSets.rejected}
 }

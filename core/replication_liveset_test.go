@@ -127,12 +127,12 @@ func TestLiveSetReleasesUnlistedBookings(t *testing.T) {
 	if len(r.br.pendingSets) != 0 {
 		t.Fatalf("pending sets %v", r.br.pendingSets)
 	}
-	for i := range maxPendingLiveSets {
+	for i := range DefaultMaxPendingLiveSets {
 		p := chunk("a", 5, 0, 2)
 		p.Model = fmt.Sprint("filler-", i)
 		r.br.applyLiveSet(p)
 	}
-	if len(r.br.pendingSets) != maxPendingLiveSets {
+	if len(r.br.pendingSets) != DefaultMaxPendingLiveSets {
 		t.Fatalf("%d pending sets, want the table full", len(r.br.pendingSets))
 	}
 	r.br.applyLiveSet(chunk("a", 6, 0, 1, "a1"))

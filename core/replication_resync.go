@@ -434,9 +434,7 @@ func (br *BusReplicator) ResyncStats() ResyncStats {
 // already exist, and forgets the partial live sets of a replica that left or expired. Runs on the bus dispatcher goroutine; it only signals the resync goroutine.
 func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 	if c.Kind == bus.MemberLeft || c.Kind == bus.MemberExpired {
-		br.svc.mu.Lock()
-		br.dropPendingSets(c.Member.ID)
-		br.svc.mu.Unlock()
+		br.releasePeer(c) // replication_dead.go
 		return
 	}
 	if c.Kind != bus.MemberJoined && c.Kind != bus.MemberRestarted {
@@ -446,6 +444,7 @@ func (br *BusReplicator) memberChanged(c bus.MemberChange) {
 	if !br.discover && !br.isPeer(c.Member.ID) {
 		return
 	}
+	br.readmitPeer(c)
 	br.rs.request(br.rs.joinDelay)
 	if br.rs.joinRepeat > 0 {
 		br.rs.request(br.rs.joinDelay + br.rs.joinRepeat)

@@ -62,17 +62,24 @@ func loopbackRoute(t *testing.T, v *variant, route string, ports []int) string {
 // arrives or the deadline passes (route and interest propagation are asynchronous).
 func requireCarries(t *testing.T, first, last string) {
 	t.Helper()
-	sub, err := nats.Connect(first)
+	requireCarriesAs(t, first, last, "kvselect.v1.deploy-test.lifecycle", "kvselect.v1.deploy-test.lifecycle")
+}
+
+// requireCarriesAs is requireCarries with a subscription pattern, a subject and client options
+// (credentials for an authenticated cluster).
+func requireCarriesAs(t *testing.T, first, last, pattern, subject string, opts ...nats.Option) {
+	t.Helper()
+	sub, err := nats.Connect(first, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := nats.Connect(last)
+	pub, err := nats.Connect(last, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	s, err := sub.SubscribeSync("kvselect.v1.deploy-test.lifecycle")
+	s, err := sub.SubscribeSync(pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +88,7 @@ func requireCarries(t *testing.T, first, last string) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := pub.Publish("kvselect.v1.deploy-test.lifecycle", []byte("ping")); err != nil {
+		if err := pub.Publish(subject, []byte("ping")); err != nil {
 			t.Fatal(err)
 		}
 		if m, err := s.NextMsg(100 * time.Millisecond); err == nil && string(m.Data) == "ping" {
@@ -168,6 +175,13 @@ func TestShippedEmbeddedClusterForms(t *testing.T) {
 	pods := w.podNames()
 	ports := freePorts(t, len(pods))
 	urls := make([]string, len(pods))
+	// The auth file is a Secret made at install time; the test makes one the same way.
+	authFile, err := bus.ParseAuthFile([]byte("secret: deploy-test-secret-0123456789abcdef0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var auth *bus.AuthFile
+	cluster := ""
 	for i, pod := range pods {
 		p, errs := c.parseKVPod(w, ct, pod, v.namespace)
 		if len(errs) > 0 {
@@ -182,12 +196,17 @@ func TestShippedEmbeddedClusterForms(t *testing.T) {
 		for _, r := range splitList(p.value("nats-cluster-routes")) {
 			routes = append(routes, loopbackRoute(t, v, r, ports))
 		}
+		if p.value("nats-auth-file") != "" {
+			auth, cluster = authFile, p.value("cluster")
+		}
 		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			ServerName:    pod,
 			ListenAddr:    "127.0.0.1:0",
 			ClusterName:   p.value("nats-cluster-name"),
 			ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			ClusterRoutes: routes,
+			Auth:          auth,
+			AuthCluster:   cluster,
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", pod, err)
@@ -195,5 +214,16 @@ func TestShippedEmbeddedClusterForms(t *testing.T) {
 		t.Cleanup(func() { _ = e.Shutdown() })
 		urls[i] = e.ClientURL()
 	}
-	requireCarries(t, urls[0], urls[len(urls)-1])
+	if auth == nil {
+		requireCarries(t, urls[0], urls[len(urls)-1])
+		return
+	}
+	// With auth: a replica's credentials, its own v2 subject, over authenticated routes.
+	subj, err := bus.NewSubjects(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "tcp://deploy-test:9092"
+	requireCarriesAs(t, urls[0], urls[len(urls)-1], subj.LifecycleAll(), subj.LifecycleFrom(id),
+		nats.UserInfo(id, bus.ReplicaPassword(authFile.Secret, id)))
 }

@@ -58,9 +58,11 @@ type options struct {
 	sweepInterval     time.Duration
 	natsRecovery      string        // startup index recovery over NATS: auto, off, force
 	recoveryDiscovery time.Duration // how long NATS recovery waits for a first live replica
-	showVersion       bool          // --version: print the build and exit
-	shutdownGrace     time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
-	shutdownTimeout   time.Duration // SIGTERM: how long in-flight requests may take after that
+
+	nats            natsOptions   // NATS security and bus robustness (natsflags.go)
+	showVersion     bool          // --version: print the build and exit
+	shutdownGrace   time.Duration // SIGTERM: how long /ready answers 503 before the listener closes
+	shutdownTimeout time.Duration // SIGTERM: how long in-flight requests may take after that
 }
 
 // parseFlags parses args (without the program name).
@@ -116,10 +118,21 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
 	fs.StringVar(&o.natsRecovery, "nats-recovery", "auto", "startup index recovery from live replicas over NATS: auto (when --indexer-peers is empty), off, or force (also after HTTP peers failed)")
 	fs.DurationVar(&o.recoveryDiscovery, "recovery-discovery-wait", -1, "how long NATS recovery waits to hear a first live replica when none is known (-1: 1.5 s with --nats-url or embedded clustering, 0 otherwise)")
+	// NATS security and bus robustness (natsflags.go, README "Bus authentication").
+	fs.StringVar(&o.nats.authFile, "nats-auth-file", "", "NATS auth file (YAML/JSON: secret and/or replicas' public nkeys): turns on authentication and per-replica permissions on the embedded server; with a secret, this replica authenticates as user <replica id> with the derived password")
+	fs.StringVar(&o.nats.nkeySeed, "nats-nkey-seed", "", "file holding this replica's NATS user nkey seed (SU...), to authenticate with an nkey")
+	fs.IntVar(&o.nats.httpPort, "nats-http-port", 0, "embedded NATS: monitoring port (/varz, /connz, /routez) on the client port's host, 127.0.0.1 without one (0: none)")
+	fs.StringVar(&o.nats.busV1, "bus-v1", "auto", "unauthenticated v1 bus subjects: on (publish v1 copies and accept v1 from replicas not heard on v2: mixed-version rollout), off, or auto (on unless NATS authentication is configured)")
+	fs.DurationVar(&o.nats.peerDeadAfter, "peer-dead-after", 0, "heartbeat silence after which a peer is dead and its mirrored bookings are released (0: 3 heartbeat periods, 3 s)")
+	fs.IntVar(&o.nats.maxMembers, "bus-max-members", 1024, "most live replicas the members table holds; heartbeats of further ids are dropped and counted")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version, Go version and VCS revision, then exit")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "on SIGTERM, how long /ready answers 503 while requests are still served, before the listener closes (0: close at once)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM, how long in-flight requests may take to finish once the listener is closed")
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	applyNATSEnv(fs, o, os.Getenv)
+	if err := o.nats.validate(o); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -134,9 +147,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.natsClusterRoutes != "" && o.natsClusterListen == "" {
 		return nil, fmt.Errorf("--nats-cluster-routes requires --nats-cluster-listen")
 	}
-	if o.natsURL == "" && (o.natsUser != "" || o.natsPassword != "" || o.natsToken != "" || o.natsCreds != "" ||
-		o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") {
-		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token, --nats-creds and --nats-tls-* apply to --nats-url; the embedded server has no authentication")
+	if o.natsURL == "" && (o.natsUser != "" || o.natsPassword != "" || o.natsToken != "" || o.natsCreds != "") {
+		return nil, fmt.Errorf("--nats-user, --nats-password, --nats-token and --nats-creds apply to --nats-url; the embedded server authenticates with --nats-auth-file")
 	}
 	if err := o.checkDynamoRules(fs); err != nil {
 		return nil, err

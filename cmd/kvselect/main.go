@@ -94,12 +94,20 @@ func run(args []string, stderr io.Writer) error {
 		if o.natsClusterListen != "" {
 			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
+		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
+			return err
+		}
 		emb, err = bus.StartEmbedded(eo)
 		if err != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
 		}
 		defer func() { _ = emb.Shutdown() }()
 		connCfg.Embedded = emb
+		if u := emb.MonitorURL(); u != "" {
+			log.Info("embedded NATS monitoring", "url", u)
+		}
+	} else if err := applyNATSSecurity(o, replicaID, &connCfg, nil); err != nil {
+		return err
 	}
 	nc, err := bus.Connect(connCfg)
 	if err != nil {
@@ -119,6 +127,7 @@ func run(args []string, stderr io.Writer) error {
 	br, err := svc.EnableReplication(core.ReplicationConfig{
 		Cluster: o.cluster, ReplicaID: replicaID, Aliases: aliases, HTTPAddr: advertisedHTTP(o),
 		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
+		DeadAfter: o.nats.peerDeadAfter, LegacyV1: o.legacyV1(), MaxMembers: o.nats.maxMembers,
 	}, nc)
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)

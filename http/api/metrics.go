@@ -34,7 +34,7 @@ func NewMetrics(svc *core.Service) *Metrics {
 			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
 		}, []string{"route"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, serviceCollector{svc},
+	m.reg.MustRegister(m.requests, m.latency, serviceCollector{svc}, busGuardCollector{svc},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,0 +1,48 @@
+package bus
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLogLimiterWindow(t *testing.T) {
+	l := NewLogLimiter(3, time.Second)
+	t0 := time.Unix(1000, 0)
+	for i := range 3 {
+		if ok, sup := l.Allow(t0.Add(time.Duration(i) * time.Millisecond)); !ok || sup != 0 {
+			t.Fatalf("line %d: ok=%v suppressed=%d", i, ok, sup)
+		}
+	}
+	for i := range 5 {
+		if ok, _ := l.Allow(t0.Add(500 * time.Millisecond)); ok {
+			t.Fatalf("line %d over budget passed", 3+i)
+		}
+	}
+	ok, sup := l.Allow(t0.Add(time.Second))
+	if !ok || sup != 5 {
+		t.Fatalf("first line of the next window: ok=%v suppressed=%d, want true 5", ok, sup)
+	}
+	if l.Suppressed() != 5 {
+		t.Fatalf("Suppressed() = %d", l.Suppressed())
+	}
+}
+
+// TestServerLoggerBounded: 100k server log lines (a client's refused publishes) give at most
+// the budget.
+func TestServerLoggerBounded(t *testing.T) {
+	var buf bytes.Buffer
+	sl := NewServerLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	for range 100_000 {
+		sl.Errorf("%s - cid:%d - Publish Violation", "127.0.0.1:1", 8)
+	}
+	lines := strings.Count(buf.String(), "\n")
+	if lines > serverLogBurst || lines == 0 {
+		t.Fatalf("%d lines for 100k errors, want 1..%d", lines, serverLogBurst)
+	}
+	if sl.Suppressed() != uint64(100_000-lines) {
+		t.Fatalf("suppressed %d, want %d", sl.Suppressed(), 100_000-lines)
+	}
+}
