@@ -395,7 +395,7 @@ func (s *Service) PrefillComplete(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, _ := s.eng.ReservationPartition(id)
-	err := s.eng.PrefillComplete(id)
+	err := s.eng.PrefillCompleteAt(id, s.clock())
 	s.flushLocked()
 	if err == nil {
 		s.drainPartLocked(k)
@@ -428,6 +428,13 @@ func (s *Service) Loads(model, group string) []PartitionLoads {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eng.Loads(model, group)
+}
+
+// LoadsWithSpeeds is Loads with each rank's learned prefill speed (GET /loads).
+func (s *Service) LoadsWithSpeeds(model, group string) []PartitionLoads {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.LoadsWithSpeeds(model, group)
 }
 
 // PotentialLoads projects a prompt onto every rank (POST /potential_loads).

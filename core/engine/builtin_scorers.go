@@ -42,14 +42,34 @@ func (d dynamoScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 func KVSelectScorer(cfg Config) Scorer {
 	return kvselectScorer{w: weights{credit: cfg.OverlapScoreCredit, host: cfg.HostCacheHitWeight, disk: cfg.DiskCacheHitWeight,
 		reqWeight: cfg.DecodeActiveRequestWeight, modelA: cfg.PrefillModelA, modelB: cfg.PrefillModelB, modelC: cfg.PrefillModelC,
-		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS}}
+		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS, kvselect: true,
+		missWork: cfg.MissWorkWeight, eviction: cfg.EvictionWeight, fixedSpeed: cfg.FixedPrefillModel}}
 }
 
 type kvselectScorer struct{ w weights }
 
 func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
-	one := [1]scored{{Candidate: *c}}
+	// The partition-wide terms come from the selection's ranks (ctx.fleet), as in the built-in
+	// cost; a context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
-	kvselectCosts(one[:], &n, ctx.BlockSize, k.w)
-	return one[0].cost
+	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
+	fleet := ctx.fleet
+	self := -1
+	for i := range fleet {
+		if &fleet[i].Candidate == c {
+			self = i
+		}
+	}
+	if self < 0 {
+		fleet, self = []scored{{Candidate: *c}}, 0
+	}
+	pending := 0
+	for i := range fleet {
+		pending += fleet[i].Load.PendingPrefills
+		t.observeEntries(fleet[i].entries)
+	}
+	t.settle(pending, len(fleet))
+	s := fleet[self]
+	s.Candidate = *c
+	return t.scoredCost(&s)
 }

@@ -191,6 +191,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 		e.adoptRecovered(p)
 	}
 	p.members[id] = w
+	e.seedSpeed(p, id)
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		p.tracker.AddOwner(loadOwner(Owner{Worker: id, Rank: r}))
 	}

@@ -13,13 +13,31 @@ type Config struct {
 	// Policy names the cost function: PolicyDynamo (Dynamo's formula, spec §5.3, the default of
 	// DefaultConfig) or PolicyKVSelect (see kvselect_cost.go and KVSelectDefaults).
 	Policy string
-	// Prefill-time model of the kvselect policy: prefill_ms(t) = A·t² + B·t + C for t uncached
-	// tokens (defaults: the Dynamo mocker's polynomial).
+	// Prior prefill-time model of the kvselect policy: prefill_ms(t) = A·t² + B·t + C for t
+	// uncached tokens. It is only the starting point: each rank's model is learned online from
+	// its booking → prefill_complete stretches (core/engine/load/speedtrack.go) and replaces
+	// the prior as samples arrive. Defaults: the Dynamo mocker's polynomial, a fit of a single
+	// GPU serving a small model; any order-of-magnitude guess works as a prior.
 	PrefillModelA, PrefillModelB, PrefillModelC float64
-	// AffinityWeight is the kvselect policy's value of keeping a cached prefix where it is, in
-	// multiples of the linear prefill time the cached tokens save (default 30), discounted by
-	// 1/(1 + queue_ms/AffinityQueueMS) so that a heavily queued rank loses its pull (default
-	// 2000 ms).
+	// FixedPrefillModel prices every rank with the prior model instead of its learned one (the
+	// behaviour before learning; for reproducing old results). Default false.
+	FixedPrefillModel bool
+	// WorkerPrefillModels overrides the prior model per worker id (every rank of the worker; a
+	// worker's ranks first registered after the override get it). Optional; see speed.go.
+	WorkerPrefillModels map[uint64]PrefillModel
+	// MissWorkWeight and EvictionWeight price what a rank's uncached prefill costs others, in
+	// the kvselect policy (kvselect_cost.go): the prefill is charged (1 + β + ε·occupancy)
+	// times, β the mean number of pending prefills per rank (the requests its work will delay)
+	// capped at MissWorkWeight (default 1), and ε = EvictionWeight (default 1) the share of the
+	// blocks it stores that evict others' (occupancy: kvselect_eviction.go). 0 turns either
+	// off.
+	MissWorkWeight float64
+	EvictionWeight float64
+	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
+	// multiples of the linear prefill time the cached tokens save, discounted by
+	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges
+	// (MissWorkWeight, EvictionWeight) price locality instead; the earlier default, 30, piled hot
+	// shared prefixes onto one rank and collapsed overloaded agentic workloads.
 	AffinityWeight             float64
 	AffinityQueueMS            float64
 	OverlapScoreCredit         float64 // credit per device-cached block (1.0)
@@ -90,8 +108,9 @@ func DefaultConfig() Config {
 		PrefillModelA:            4.209989e-07,
 		PrefillModelB:            1.518344e-02,
 		PrefillModelC:            16.50142,
-		AffinityWeight:           30,
 		AffinityQueueMS:          2000,
+		MissWorkWeight:           1,
+		EvictionWeight:           1,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
@@ -141,6 +160,8 @@ func (c *Config) Validate() error {
 		{"prefill_model_c", c.PrefillModelC},
 		{"affinity_weight", c.AffinityWeight},
 		{"affinity_queue_ms", c.AffinityQueueMS},
+		{"miss_work_weight", c.MissWorkWeight},
+		{"eviction_weight", c.EvictionWeight},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
@@ -158,6 +179,11 @@ func (c *Config) Validate() error {
 	for _, f := range unit {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
 			return fail("%s must be between 0 and 1 (got %v)", f.name, f.v)
+		}
+	}
+	for id, m := range c.WorkerPrefillModels {
+		if !m.Valid() {
+			return fail("prefill model of worker %d must be finite and non-negative with a positive per-token term", id)
 		}
 	}
 	if c.TrackOutputBlocks && !c.TrackActiveBlocks {

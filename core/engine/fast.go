@@ -42,12 +42,13 @@ import (
 // fastScratch holds the fast path's per-rank arrays (reused across selections; the engine is
 // single-threaded). All are indexed by candidate (= tracker ordinal).
 type fastScratch struct {
-	ov     []radix.Counts // tiered overlap: device, host, disk, external (blocks)
-	booked []uint32
-	cost   []float64
-	elig   []bool     // allowed_worker_ids mask (allowedMask)
-	loads  []RankLoad // loads of the materialised ranks only
-	cands  []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
+	ov      []radix.Counts // tiered overlap: device, host, disk, external (blocks)
+	booked  []uint32
+	cost    []float64
+	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
+	elig    []bool     // allowed_worker_ids mask (allowedMask)
+	loads   []RankLoad // loads of the materialised ranks only
+	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
@@ -109,10 +110,24 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	pick := argmin{best: bound, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
+		k.settle(tr.PendingPrefills(), nc)
+		ent := e.entriesOf(p, w)
+		invMax := 0.0
+		evict := w.eviction > 0
+		if evict {
+			for _, n := range ent {
+				k.observeEntries(n)
+			}
+			invMax = k.invMax()
+		}
 		for i := range cost {
 			prefill, _, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, squares, pending, requests)
+			occ := 0.0
+			if evict {
+				occ = occupancy(ent[i], p.cands[i].invCap, invMax)
+			}
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

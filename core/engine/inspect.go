@@ -23,6 +23,16 @@ type PartitionLoads struct {
 	Loads            []PotentialLoad `json:"loads"`
 	PendingCount     uint64          `json:"pending_count"`
 	PendingISLTokens uint64          `json:"pending_isl_tokens"`
+	// PrefillSpeeds is every rank's learned prefill speed (speed.go), one row per rank in the
+	// order of Loads. A kvselect addition: Dynamo's /loads has no such field.
+	PrefillSpeeds []RankSpeed `json:"prefill_speeds,omitempty"`
+}
+
+// RankSpeed is one row of PartitionLoads.PrefillSpeeds.
+type RankSpeed struct {
+	WorkerID uint64 `json:"worker_id"`
+	DPRank   uint32 `json:"dp_rank"`
+	PrefillSpeed
 }
 
 // PromptQuery is the body of POST /potential_loads and POST /overlap_scores.
@@ -39,7 +49,15 @@ func (q *PromptQuery) key() PartitionKey {
 
 // Loads returns the active load of every rank of every partition (GET /loads), sorted by model
 // and routing group; empty filters match everything.
-func (e *Engine) Loads(model, group string) []PartitionLoads {
+func (e *Engine) Loads(model, group string) []PartitionLoads { return e.loads(model, group, false) }
+
+// LoadsWithSpeeds is Loads with every rank's learned prefill speed (PrefillSpeeds), as GET
+// /loads serves it. Speeds are per replica (learned locally), so replicas' answers differ there.
+func (e *Engine) LoadsWithSpeeds(model, group string) []PartitionLoads {
+	return e.loads(model, group, true)
+}
+
+func (e *Engine) loads(model, group string, speeds bool) []PartitionLoads {
 	out := []PartitionLoads{}
 	var buf []load.RankLoad
 	for key, p := range e.parts {
@@ -48,11 +66,19 @@ func (e *Engine) Loads(model, group string) []PartitionLoads {
 		}
 		buf = p.tracker.Loads(buf[:0])
 		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf))}
+		if speeds {
+			pl.PrefillSpeeds = make([]RankSpeed, 0, len(buf))
+		}
 		for _, l := range buf {
 			pl.Loads = append(pl.Loads, PotentialLoad{
 				WorkerID: l.Owner.Worker, DPRank: l.Owner.Rank, PotentialPrefillTokens: l.ActivePrefillTokens,
 				PotentialDecodeBlocks: l.ActiveBlocks, ActiveRequests: uint64(l.ActiveRequests),
 			})
+			if !speeds {
+				continue
+			}
+			pl.PrefillSpeeds = append(pl.PrefillSpeeds, RankSpeed{WorkerID: l.Owner.Worker, DPRank: l.Owner.Rank,
+				PrefillSpeed: prefillSpeedOf(p.tracker.Speed(l.Owner))})
 		}
 		out = append(out, pl)
 	}

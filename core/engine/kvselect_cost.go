@@ -1,78 +1,161 @@
 package engine
 
+import (
+	"github.com/kvselect/kvselect/core/engine/load"
+)
+
 // kvselect's cost function. Dynamo's formula (cost.go) adds queued prefill blocks, the request's
-// uncached blocks and the rank's active KV blocks; replaying the Mooncake traces shows it trades
-// too much cache affinity for KV-block balance, and it counts queued prefill linearly although
-// prefill time grows quadratically with prompt length. kvselect's policy instead estimates, in
-// milliseconds, when this request's first token would come out on each rank, and subtracts the
-// value of keeping its cached prefix where it already is:
+// uncached blocks and the rank's active KV blocks, in blocks. kvselect's policy prices each rank
+// in milliseconds of work, with each rank's own prefill speed (speed.go), and charges a cache
+// miss for what it costs the rest of the fleet, not only the request itself:
 //
-//	prefill_ms(t) = A·t² + B·t + C                                   (per prompt, t uncached tokens)
-//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending      (prefills booked, not complete)
+//	prefill_ms(t) = A·t² + B·t + C           (the rank's model, t uncached tokens; speed.go)
+//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
-//	cost          = queue_ms + prefill_ms(isl − cached)
+//	own           = prefill_ms(isl − cached)
+//	β             = min(miss_work_weight, pending prefills per rank over the partition)
+//	occupancy     = the rank's indexed blocks / its total_kv_blocks (else / the fullest rank's)
+//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
 //
-// The affinity term is the future value of locality: a conversation kept on the rank that holds
-// its prefix keeps hitting there, while moving it duplicates the prefix and evicts others. The
-// discount lets a heavily queued rank lose that pull, which bounds the tail latency pure
-// affinity causes (requests piling up behind a long prefill).
+// queue_ms + own is the request's own time to first token on the rank. The other two charges are
+// its externalities, the reason a TTFT-greedy router collapses under load:
 //
-// The defaults (affinity 30, queue scale 2000 ms) come from replaying the Mooncake traces through
-// kvselect-sim (README, "Routing quality"). The two weights trade prefix reuse against the TTFT
-// tail: the requests that set p99 are long prompts, and a stronger or less discounted pull keeps
-// more of them waiting behind a busy rank that holds part of their prefix. Affinity 60 with a
-// 3000 ms scale reused 0.5–1.4 points more of the conversation trace but lost the p99 to
-// Dynamo's formula at four times the trace's rate; 30 and 2000 ms keep reuse above 90 % of what
-// one fleet-sized cache could reach and have the lowest p50, p99 and mean of every policy
-// simulated, on both Mooncake traces, at two and four times the trace's rate, with each of five
-// seeds.
-// With affinity 0 the policy is a pure earliest-first-token estimate. Lower-tier blocks count with
-// the host/disk hit weights, as in Dynamo's overlap credit.
+//   - Work delays others. A prefill's uncached work holds up every request that queues behind
+//     it before the rank drains; with β pending prefills per rank that is about β requests, so
+//     the work counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's own TTFT;
+//     loaded ones value reuse more, which is what keeps an overloaded fleet from trading hits
+//     for balance until its caches thrash. The cap (1) keeps a hot prefix movable: a rank whose
+//     queue exceeds another's by more than (1 + β) times the prefix's prefill sends it there,
+//     and once computed there (booked, then indexed) both ranks serve it.
+//   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
+//     (kvselect_eviction.go), work someone recomputes when that prefix returns; occupancy is
+//     the chance that happens. New sessions go where they displace least, conversations stay
+//     where their cache is unless their rank is far more loaded.
+//
+// The affinity pull (default 0) is the earlier model of locality's future value; at its old
+// default of 30 it piled hot shared prefixes onto one rank and collapsed overloaded agentic
+// workloads (README, "Routing quality"). Lower-tier blocks count with the host/disk hit
+// weights, as in Dynamo's overlap credit.
 
 // kvselectCosts computes the kvselect policy's cost for every candidate in place.
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
+	pending := 0
+	for i := range cs {
+		pending += cs[i].Load.PendingPrefills
+		k.observeEntries(cs[i].entries)
+	}
+	k.settle(pending, len(cs))
 	for i := range cs {
 		s := &cs[i]
-		s.cost = k.cost(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, s.Load)
+		s.cost = k.scoredCost(s)
 	}
 }
 
-// kvselectTerms holds the per-selection invariants of the kvselect policy; cost evaluates one
+// scoredCost is cost for a scored candidate (its indexed blocks and worker's capacity known).
+func (k *kvselectTerms) scoredCost(s *scored) float64 {
+	l := s.Load
+	occ := 0.0
+	if k.w.eviction > 0 {
+		var invCap float64
+		if s.w != nil {
+			invCap = s.w.invKVCapacity()
+		}
+		occ = occupancy(s.entries, invCap, k.invMax())
+	}
+	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
+		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+}
+
+// speedDeadband is the factor within which a rank's learned speed is priced as the prior (see
+// kvselectTerms.price).
+const speedDeadband = 2
+
+// kvselectTerms holds the per-selection invariants of the kvselect policy; costOf evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
+//
+// Invariant: settle is called, with the partition's total pending prefills and rank count, and
+// observeEntries for every rank (when the eviction term is on), before costOf.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
 	isl float64
+	// beta is β after settle; maxEntries the most blocks any rank holds in the index.
+	beta       float64
+	maxEntries int32
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
 	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl)}
 }
 
-// cost is one rank's cost from its tiered overlap (blocks), booked prefix (blocks) and load.
-func (k *kvselectTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
-	return k.costOf(dev, host, disk, booked, l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+// observeEntries takes one rank's indexed blocks into the partition's maximum.
+func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+
+// invMax is 1/maxEntries, 0 while every rank is empty.
+func (k *kvselectTerms) invMax() float64 {
+	if k.maxEntries > 0 {
+		return 1 / float64(k.maxEntries)
+	}
+	return 0
 }
 
-// costOf is cost from the load's fields: active prefill tokens, the sum of squares and count of
-// pending prefills, and active requests. Products added to something are wrapped in float64
-// conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, prefill, squares uint64, pending, requests int) float64 {
+// settle sets β from the partition's pending prefills over its n ranks.
+func (k *kvselectTerms) settle(pending, n int) {
+	if n > 0 {
+		k.beta = min(k.w.missWork, float64(pending)/float64(n))
+	}
+}
+
+// price is the speed model a rank whose learned (or prior) model is sp is priced with: the
+// configured prior when learning is off, sp is unknown, or sp lies within a factor of
+// speedDeadband of the prior; sp otherwise.
+//
+// The band: in simulation, a rank whose cache churns learns a per-token cost up to ~30 % above
+// the truth (its booked uncached tokens undercount what it really recomputes), and pricing that
+// as slowness sends its traffic elsewhere, which churns those caches in turn — a feedback loop
+// that turned an overloaded agentic workload from bad to collapsed. Noise of that size is not
+// acted on; a genuinely different worker (another GPU, a shared GPU, a larger model, a wrong
+// prior) differs by more and is priced at its learned speed.
+func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
+	b := k.w.modelB
+	if k.w.fixedSpeed || !(sp.B > 0) || (sp.B < speedDeadband*b && float64(sp.B*speedDeadband) > b) {
+		return load.SpeedModel{A: k.w.modelA, B: b, C: k.w.modelC}
+	}
+	return sp
+}
+
+// queueMS is a rank's booked, not yet completed prefill work in its own speed model.
+func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
+	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+}
+
+// costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
+// occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
+// and count of pending prefills, and active requests. Products added to something are wrapped in
+// float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
 	w := &k.w
+	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
-	queue := float64(w.modelA*float64(squares)) + float64(w.modelB*float64(prefill)) + float64(w.modelC*float64(pending))
-	pull := w.affinity * w.modelB * cached
-	if w.affinityQueue > 0 {
-		pull /= 1 + queue/w.affinityQueue
+	queue := queueMS(sp, prefill, squares, pending)
+	own := sp.MS(k.isl - cached)
+	c := queue + float64((1+k.beta)*own) + float64(w.reqWeight*float64(requests))
+	if w.affinity > 0 {
+		pull := w.affinity * sp.B * cached
+		if w.affinityQueue > 0 {
+			pull /= 1 + queue/w.affinityQueue
+		}
+		c -= pull
 	}
-	t := k.isl - cached
-	lin := float64(w.modelA*t) + w.modelB
-	prefillMS := float64(lin*t) + w.modelC
-	return queue + prefillMS - pull + float64(w.reqWeight*float64(requests))
+	if occ > 0 {
+		// The blocks it stores, not the prefill's fixed overhead, are what evicts.
+		c += float64(float64(w.eviction*occ) * (own - sp.C))
+	}
+	return c
 }

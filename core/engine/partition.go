@@ -40,6 +40,9 @@ type Owner = radix.Owner
 type candidate struct {
 	w    *worker
 	rank uint32
+	// invCap is 1/total_kv_blocks of the worker, 0 when it registered none (the kvselect
+	// policy's occupancy, kvselect_eviction.go); cached here because every selection reads it.
+	invCap float64
 }
 
 func (c candidate) owner() Owner { return Owner{Worker: c.w.id, Rank: c.rank} }
@@ -113,7 +116,7 @@ func (p *partition) rebuild() {
 			continue
 		}
 		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-			p.cands = append(p.cands, candidate{w: w, rank: r})
+			p.cands = append(p.cands, candidate{w: w, rank: r, invCap: w.invKVCapacity()})
 		}
 	}
 	slices.SortFunc(p.cands, func(a, b candidate) int {

@@ -144,6 +144,9 @@ type weights struct {
 	kvselect                                                         bool    // kvselect's cost function instead of Dynamo's
 	modelA, modelB, modelC                                           float64 // prefill-time model (kvselect policy)
 	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
+	missWork                                                         float64 // cap of the queued-work weight of a miss (kvselect policy)
+	eviction                                                         float64 // weight of the eviction a miss causes (kvselect policy)
+	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {
@@ -154,6 +157,7 @@ func (e *Engine) weightsFor(o *ConfigOverride) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
+		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, fixedSpeed: c.FixedPrefillModel,
 	}
 	if o == nil {
 		return w

@@ -211,13 +211,21 @@ func (e *Engine) lookup(id string) (*partition, *reservation, error) {
 }
 
 // PrefillComplete clears a booking's prefill load (replicated). Repeating it is harmless and
-// republishes the completion.
-func (e *Engine) PrefillComplete(id string) error {
+// republishes the completion. Untimed: it teaches no speed (PrefillCompleteAt does).
+func (e *Engine) PrefillComplete(id string) error { return e.prefillComplete(id, 0, false) }
+
+// prefillComplete is PrefillComplete, at unix-nano time now when timed.
+func (e *Engine) prefillComplete(id string, now int64, timed bool) error {
 	p, r, err := e.lookup(id)
 	if err != nil {
 		return err
 	}
-	if err := p.tracker.PrefillComplete(id); err != nil {
+	if timed {
+		err = p.tracker.PrefillCompleteAt(id, now)
+	} else {
+		err = p.tracker.PrefillComplete(id)
+	}
+	if err != nil {
 		return notFound("reservation %s not found", id)
 	}
 	e.emit(ReplicaEvent{Partition: p.key, BlockSize: p.blockSize, RequestID: id, Owner: r.owner, Kind: LifecyclePrefillComplete})
@@ -290,7 +298,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		return true
 	case LifecyclePrefillComplete:
 		r, ok := e.resv[ev.RequestID]
-		return ok && r.key == p.key && p.tracker.PrefillComplete(ev.RequestID) == nil
+		return ok && r.key == p.key && p.tracker.PrefillCompleteAt(ev.RequestID, now.UnixNano()) == nil
 	case LifecycleFree:
 		r, ok := e.resv[ev.RequestID]
 		if !ok || r.key != p.key {

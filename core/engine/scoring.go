@@ -59,6 +59,9 @@ type SelectionContext struct {
 	Temperature float64
 	// MinActivePrefillTokens is the smallest active prefill load among the partition's ranks.
 	MinActivePrefillTokens uint64
+	// fleet holds the partition's ranks, for scorers that price a rank against the others
+	// (KVSelectScorer).
+	fleet []scored
 }
 
 // Scorer contributes to a candidate's cost; lower is better.
@@ -154,6 +157,7 @@ func (e *Engine) selectionContext(sel *selection, req *SelectRequest, booking bo
 	if len(sel.cands) == 0 {
 		ctx.MinActivePrefillTokens = 0
 	}
+	ctx.fleet = sel.cands
 	return ctx
 }
 

@@ -15,6 +15,9 @@ type scored struct {
 	w        *worker
 	eligible bool
 	cost     float64
+	// entries is the number of blocks the rank holds in the index (the kvselect policy's
+	// eviction term; filled only when that term is on).
+	entries int32
 }
 
 // selectScratch holds buffers reused by every selection (the engine is single-threaded).
@@ -232,10 +235,12 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 	cs := resize(s.cands, nc)
 	s.cands = cs
 	withInfo := e.scoring.active()
+	ent := e.entriesOf(p, w)
 	for i := range cs {
 		l := &loads[i]
 		l.Owner = loadOwner(p.owners[i])
 		l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests, l.PendingPrefills, l.PrefillSquares = p.tracker.CountersAt(i)
+		l.Speed = p.tracker.SpeedAt(i)
 		c, o, sc := &p.cands[i], &ov[i], &cs[i]
 		sc.Owner = p.owners[i]
 		sc.Worker = nil
@@ -246,6 +251,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		sc.BookedPrefixBlocks = int(booked[i])
 		sc.Load = l
 		sc.w, sc.eligible, sc.cost = c.w, true, 0
+		sc.entries = ent[i]
 	}
 	costs(cs, n, p.blockSize, w)
 	return cs
@@ -272,6 +278,9 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	for i := range p.cands {
 		c := &p.cands[i]
 		cs[i] = scored{Candidate: Candidate{Owner: Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
+		if w.kvselect && w.eviction > 0 {
+			cs[i].entries = int32(min(p.index.OwnerEntries(cs[i].Owner), 1<<31-1))
+		}
 	}
 	if len(n.block) > 0 {
 		j := 0

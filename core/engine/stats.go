@@ -12,6 +12,8 @@ type PartitionStats struct {
 	Bookings     int // live bookings, local and mirrored
 	Sessions     int // session bindings
 	Quality      RoutingQuality
+	// PrefillSpeeds is every rank's learned prefill speed, in (worker, rank) order (speed.go).
+	PrefillSpeeds []PrefillSpeed
 }
 
 // PartitionStats returns every partition's statistics, sorted by key.
@@ -24,6 +26,7 @@ func (e *Engine) PartitionStats() []PartitionStats {
 			Key: k, BlockSize: p.blockSize, Workers: len(p.members), Ranks: len(p.cands),
 			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
 			Bookings: p.tracker.Len(), Sessions: len(p.sessions), Quality: p.quality,
+			PrefillSpeeds: p.prefillSpeeds(),
 		})
 	}
 	return out

@@ -10,7 +10,7 @@ import (
 
 func (h *handlers) loads(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
-	writeJSON(w, http.StatusOK, h.svc.Loads(q.Get("model_name"), q.Get("routing_group")))
+	writeJSON(w, http.StatusOK, h.svc.LoadsWithSpeeds(q.Get("model_name"), q.Get("routing_group")))
 }
 
 func (h *handlers) potentialLoads(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -17,8 +17,8 @@ import (
 var loadRowKeys = []string{"worker_id", "dp_rank", "potential_prefill_tokens", "potential_decode_blocks", "active_requests"}
 
 // TestLoads checks GET /loads: [] before any partition, one element per partition sorted by
-// (model_name, routing_group) with exactly Dynamo's members, one row per rank, and independent
-// filters.
+// (model_name, routing_group) with Dynamo's members (and kvselect's prefill_speeds), one row per
+// rank, and independent filters.
 func TestLoads(t *testing.T) {
 	h := newHarness(t)
 	if got := string(h.must(http.StatusOK, "GET", "/loads", "")); got != "[]" {
@@ -34,7 +34,20 @@ func TestLoads(t *testing.T) {
 		var out []string
 		for _, p := range h.arr(http.StatusOK, "GET", "/loads"+query, "") {
 			pm := p.(map[string]any)
-			wantKeys(t, "partition loads", pm, "model_name", "routing_group", "loads", "pending_count", "pending_isl_tokens")
+			// Dynamo's members, plus kvselect's prefill_speeds (one row per rank, in the order of
+			// loads).
+			wantKeys(t, "partition loads", pm, "model_name", "routing_group", "loads", "pending_count", "pending_isl_tokens", "prefill_speeds")
+			speeds, rows := pm["prefill_speeds"].([]any), pm["loads"].([]any)
+			if len(speeds) != len(rows) {
+				t.Fatalf("%d prefill_speeds rows for %d load rows", len(speeds), len(rows))
+			}
+			for i, sp := range speeds {
+				sm, lm := sp.(map[string]any), rows[i].(map[string]any)
+				wantKeys(t, "prefill speed row", sm, "worker_id", "dp_rank", "ms_per_token", "ms_per_token_squared", "overhead_ms", "samples", "confidence")
+				if num(sm, "worker_id") != num(lm, "worker_id") || num(sm, "dp_rank") != num(lm, "dp_rank") || num(sm, "samples") != "0" {
+					t.Fatalf("prefill speed row %d = %v for load row %v", i, sm, lm)
+				}
+			}
 			if num(pm, "pending_count") != "0" || num(pm, "pending_isl_tokens") != "0" {
 				t.Fatalf("pending queue not empty with queueing off: %v", pm)
 			}

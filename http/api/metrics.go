@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvselect/kvselect/core"
+	"github.com/kvselect/kvselect/core/engine"
 )
 
 // Metrics holds the HTTP request metrics and serves GET /metrics from a registry that also
@@ -115,12 +116,40 @@ var (
 	descQueuedClass  = prometheus.NewDesc("kvselect_router_queue_class_pending_requests", "Selections waiting in the router queue, by policy class.", []string{"policy_class"}, nil)
 	descQueueOut     = prometheus.NewDesc("kvselect_router_queue_requests_total", "Requests that left the router queue, by outcome.", []string{"outcome"}, nil)
 	descQueueWait    = prometheus.NewDesc("kvselect_router_queue_wait_seconds_total", "Time dispatched requests spent in the router queue.", nil, nil)
+	descPrefillSpeed = prometheus.NewDesc("kvselect_prefill_ms_per_1k_tokens", "Learned prefill time per 1,000 uncached tokens (linear term) of each rank: a histogram over the partition's ranks.", []string{"model_name", "routing_group"}, nil)
+	descSpeedSamples = prometheus.NewDesc("kvselect_prefill_speed_samples_total", "Prefill completions the ranks' speed estimators learned from.", []string{"model_name", "routing_group"}, nil)
 )
+
+// prefillSpeedBuckets are the upper bounds (ms per 1,000 uncached tokens) of
+// kvselect_prefill_ms_per_1k_tokens: from a fast GPU on a small model to a slow or shared one.
+var prefillSpeedBuckets = []float64{2, 5, 10, 20, 50, 100, 200, 500, 1000}
+
+// collectPrefillSpeeds exports one partition's learned speeds as a histogram over its ranks (per
+// worker labels would not be low-cardinality) and their total sample count.
+func collectPrefillSpeeds(ch chan<- prometheus.Metric, p engine.PartitionStats) {
+	counts := make(map[float64]uint64, len(prefillSpeedBuckets))
+	var sum float64
+	var samples uint64
+	for _, sp := range p.PrefillSpeeds {
+		v := sp.MSPerToken * 1000
+		sum += v
+		samples += sp.Samples
+		for _, b := range prefillSpeedBuckets {
+			if v <= b {
+				counts[b]++
+			}
+		}
+	}
+	m, g := p.Key.Model, p.Key.Group
+	ch <- prometheus.MustNewConstHistogram(descPrefillSpeed, uint64(len(p.PrefillSpeeds)), sum, counts, m, g)
+	ch <- prometheus.MustNewConstMetric(descSpeedSamples, prometheus.CounterValue, float64(samples), m, g)
+}
 
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
 		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
-		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueuedClass, descQueueOut, descQueueWait} {
+		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueuedClass, descQueueOut, descQueueWait,
+		descPrefillSpeed, descSpeedSamples} {
 		ch <- d
 	}
 }
@@ -141,6 +170,7 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descRanks, float64(p.Ranks), m, g)
 		gauge(descBookings, float64(p.Bookings), m, g)
 		gauge(descSessions, float64(p.Sessions), m, g)
+		collectPrefillSpeeds(ch, p)
 	}
 	gauge(descPending, float64(st.PendingSelections))
 	gauge(descQueued, float64(st.Queue.Pending))

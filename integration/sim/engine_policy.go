@@ -147,7 +147,7 @@ func (p *EnginePolicy) selectAndReserve(req *engine.SelectRequest) int {
 
 // PrefillDone implements Policy.
 func (p *EnginePolicy) PrefillDone(id int) {
-	_ = p.eng.PrefillComplete(p.ids[id])
+	_ = p.eng.PrefillCompleteAt(p.ids[id], p.clock())
 	p.eng.TakeEffects(nil)
 }
 

@@ -85,8 +85,10 @@ func (t *Tracker) Add(b Booking) error {
 		live:     true,
 	}
 	st.bookings = append(st.bookings, bi)
+	st.startStretch(b.PrefillTokens, b.AdmittedAt)
 	st.prefill += b.PrefillTokens
 	if b.PrefillTokens > 0 {
+		t.pending++
 		st.pending++
 		st.squares += square(b.PrefillTokens)
 	}
@@ -111,7 +113,11 @@ func (t *Tracker) PrefillComplete(id string) error {
 		return err
 	}
 	r := &t.books[bi]
-	t.owners[r.slot].dropPrefill(r.prefill)
+	st := &t.owners[r.slot]
+	if r.prefill > 0 {
+		st.speed.marked = false // untimed: the stretch's accounting is lost (speedtrack.go)
+	}
+	t.dropPrefill(st, r.prefill)
 	r.prefill = 0
 	return nil
 }
@@ -126,13 +132,14 @@ func square(tokens uint64) uint64 {
 }
 
 // dropPrefill removes one booking's outstanding prefill from the owner's aggregates.
-func (st *ownerState) dropPrefill(tokens uint64) {
+func (t *Tracker) dropPrefill(st *ownerState, tokens uint64) {
 	if tokens == 0 {
 		return
 	}
 	st.prefill -= tokens
 	st.pending--
 	st.squares -= square(tokens)
+	t.pending--
 }
 
 // OutputBlock appends one output block of weight 1 to the booking. With
@@ -189,7 +196,7 @@ func (t *Tracker) Free(id string) error {
 func (t *Tracker) free(bi uint32) {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
-	st.dropPrefill(r.prefill)
+	t.dropPrefill(st, r.prefill)
 	st.weight -= r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 	t.release(r.slot, r.tail)
 

@@ -23,6 +23,25 @@ func (t *Tracker) checkInvariants() error {
 		}
 	}
 
+	// The ordinal-indexed speeds mirror the estimators.
+	if len(t.speeds) != len(t.order) {
+		return fmt.Errorf("%d speeds for %d owners", len(t.speeds), len(t.order))
+	}
+	for i, s := range t.order {
+		if t.speeds[i] != t.owners[s].speed.est.cur {
+			return fmt.Errorf("speeds[%d] stale", i)
+		}
+	}
+
+	// The partition-wide pending count is the sum of the owners'.
+	pend := 0
+	for _, s := range t.order {
+		pend += t.owners[s].pending
+	}
+	if pend != t.PendingPrefills() {
+		return fmt.Errorf("PendingPrefills %d, owners' sum %d", t.PendingPrefills(), pend)
+	}
+
 	// Bookings: walk every live booking's path, counting references.
 	type key struct{ node, slot uint32 }
 	refs := map[key]uint32{}

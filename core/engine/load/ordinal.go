@@ -44,6 +44,7 @@ func (t *Tracker) LoadAt(i int) RankLoad {
 		ActiveRequests:      len(st.bookings),
 		PendingPrefills:     st.pending,
 		PrefillSquares:      st.squares,
+		Speed:               st.speed.est.cur,
 	}
 }
 

@@ -41,6 +41,9 @@ type RankLoad struct {
 	// time under a quadratic prefill-time model.
 	PendingPrefills int
 	PrefillSquares  uint64
+	// Speed is the owner's prefill-speed model: learned from its prefill completions
+	// (speedtrack.go), the prior until then.
+	Speed SpeedModel
 }
 
 // ownerState is the per-owner aggregate. Slots are indices into
@@ -60,6 +63,8 @@ type ownerState struct {
 	// bookings lists the booking slab indices of the owner's live bookings;
 	// bookingRec.ownerPos is each one's position here (swap-remove).
 	bookings []uint32
+	// speed learns the owner's prefill speed (speedtrack.go).
+	speed speedState
 }
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
@@ -80,11 +85,14 @@ func (t *Tracker) AddOwner(o Owner) {
 	st := &t.owners[slot]
 	st.id, st.live, st.prefill, st.weight, st.pending, st.squares = o, true, 0, 0, 0, 0
 	st.bookings = st.bookings[:0]
+	st.speed = speedState{}
+	st.speed.est.reset(t.defaultSpeed)
 	t.slots[o] = slot
 
 	at, _ := slices.BinarySearchFunc(t.ids, o, Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
+	t.speeds = slices.Insert(t.speeds, at, st.speed.est.cur)
 	t.renumber(at)
 	t.version++
 }
@@ -111,6 +119,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 	at := int(t.ord[slot])
 	t.order = slices.Delete(t.order, at, at+1)
 	t.ids = slices.Delete(t.ids, at, at+1)
+	t.speeds = slices.Delete(t.speeds, at, at+1)
 	t.renumber(at)
 	t.version++
 	delete(t.slots, o)
@@ -160,6 +169,7 @@ func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
 		d.ActiveBlocks = roundBlocks(st.weight)
 		d.ActiveRequests = len(st.bookings)
 		d.PendingPrefills, d.PrefillSquares = st.pending, st.squares
+		d.Speed = st.speed.est.cur
 	}
 	return dst
 }
@@ -173,5 +183,6 @@ func (t *Tracker) loadOf(slot uint32) RankLoad {
 		ActiveRequests:      len(st.bookings),
 		PendingPrefills:     st.pending,
 		PrefillSquares:      st.squares,
+		Speed:               st.speed.est.cur,
 	}
 }

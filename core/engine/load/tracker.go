@@ -16,6 +16,7 @@ type Tracker struct {
 	slots     map[Owner]uint32
 	order     []uint32
 	ids       []Owner
+	speeds    []SpeedModel // speeds[i] is the current speed model of ids[i] (SpeedAt)
 	ord       []uint32
 	freeSlots []uint32
 	// version counts owner-set changes (AddOwner of a new owner,
@@ -35,6 +36,20 @@ type Tracker struct {
 
 	// scratch is reused by Expire.
 	scratch []uint32
+
+	// pending is the sum of every owner's pending prefills (PendingPrefills).
+	pending int
+
+	// defaultSpeed is the prior speed model of owners added from now on (SetDefaultSpeed).
+	defaultSpeed SpeedModel
+}
+
+// SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
+// known keep theirs; see SetSpeedPrior). An invalid model is ignored.
+func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
+	if m.Valid() {
+		t.defaultSpeed = m
+	}
 }
 
 // NewTracker returns an empty tracker with no owners.
@@ -49,3 +64,7 @@ func NewTracker() *Tracker {
 
 // Len returns the number of live bookings.
 func (t *Tracker) Len() int { return len(t.byID) }
+
+// PendingPrefills returns the number of live bookings, over all owners, whose prefill has not
+// completed (the sum of every owner's RankLoad.PendingPrefills). Cost O(1).
+func (t *Tracker) PendingPrefills() int { return t.pending }

@@ -1,0 +1,131 @@
+package load
+
+// Learning each owner's prefill speed from the lifecycle the tracker already sees.
+//
+// A rank's prefill_complete time minus its booking time is the request's time to first token on
+// that rank: queueing behind other prefills plus its own service. The tracker separates the two
+// with a busy-period rule: each owner keeps a mark, the instant since which its prefill work
+// has not been accounted for — set when the owner's pending prefills go from none to one (the
+// booking's AdmittedAt: the rank starts working then), and moved to every prefill completion.
+// A completion at time c then yields the sample (tokens of the completed booking, c − mark) and
+// moves the mark to c.
+//
+//   - A FIFO worker that prefills one request at a time (the legacy simulator): the interval is
+//     exactly the completed request's service time, since it started when the previous one
+//     completed, or at its booking when the rank was idle.
+//   - A batching worker (vLLM, SGLang: several prefills share each step, chunked under a token
+//     budget) completes prefills out of order and concurrently: single samples then mix the
+//     work of their neighbours, but the intervals of one busy stretch tile it exactly, so the
+//     least-squares fit of interval on tokens recovers the rank's throughput; the Huber weights
+//     keep the odd long interval from dominating.
+//   - Time that a prefill spends waiting behind others is never counted twice: it belongs to
+//     the interval of the request that was being served.
+//   - A batching worker also completes several prefills in one step: the first carries the
+//     step's whole interval, the others almost none. Such completions are merged into one
+//     sample — a completion whose interval is under half its expected time at the current
+//     estimate joins the sample before it — so that the robust weights see one batch of the
+//     right size, not one huge and several empty intervals (which they would clip unevenly,
+//     biasing the estimate fast). A sample is therefore learned one completion late.
+//
+// A completion without a time (PrefillComplete) or of a booking with no tracked prefill tokens
+// gives no sample; an untimed completion also drops the mark, so that no later interval spans
+// unaccounted work, until the owner goes idle and a new stretch starts.
+//
+// Peers' bookings and completions, mirrored into the tracker, take part like local ones (their
+// times are the arrival times of the replicated events, a few milliseconds late): a rank's busy
+// stretch is the same whichever replica booked its requests.
+
+// speedState is the per-owner part of ownerState that learns the speed.
+type speedState struct {
+	est    speedEstimator
+	mark   int64 // unix nanos; valid when marked
+	marked bool
+	// held is the sample not yet learned (see above): work at the prior's speed and interval.
+	heldWork, heldMS float64
+}
+
+// complete takes one timed completion of tokens uncached tokens that occupied the rank for ms,
+// merging it into the held sample when it is part of the same batch; it reports whether the
+// estimate changed.
+func (sp *speedState) complete(tokens uint64, ms float64) bool {
+	if !sp.est.prior.Valid() {
+		return false
+	}
+	p := sp.est.prior.MS(float64(tokens))
+	if sp.heldWork > 0 && ms < 0.5*p*sp.est.factor() {
+		sp.heldWork += p
+		sp.heldMS += ms
+		return false
+	}
+	learned := sp.heldWork > 0
+	if learned {
+		sp.est.observeWork(sp.heldWork, sp.heldMS)
+	}
+	sp.heldWork, sp.heldMS = p, ms
+	return learned
+}
+
+// SetSpeedPrior sets o's prior speed model (it is used until samples arrive and regularises the
+// fit afterwards) and keeps the samples learned so far. An invalid model or unknown owner is
+// ignored.
+func (t *Tracker) SetSpeedPrior(o Owner, m SpeedModel) {
+	slot, ok := t.slots[o]
+	if !ok || !m.Valid() {
+		return
+	}
+	t.owners[slot].speed.est.setPrior(m)
+	t.publishSpeed(slot)
+}
+
+// publishSpeed copies slot's current model into the ordinal-indexed speeds.
+func (t *Tracker) publishSpeed(slot uint32) {
+	t.speeds[t.ord[slot]] = t.owners[slot].speed.est.cur
+}
+
+// Speed returns o's learned speed; an unknown owner has the zero estimate.
+func (t *Tracker) Speed(o Owner) SpeedEstimate {
+	slot, ok := t.slots[o]
+	if !ok {
+		return SpeedEstimate{}
+	}
+	return t.owners[slot].speed.est.estimate()
+}
+
+// SpeedAt returns the speed model of the owner at ordinal i (zero out of range). Cost O(1),
+// one read from a dense per-ordinal array (the selection loop calls it for every rank).
+func (t *Tracker) SpeedAt(i int) SpeedModel {
+	if uint(i) >= uint(len(t.order)) {
+		return SpeedModel{}
+	}
+	return t.speeds[i]
+}
+
+// PrefillCompleteAt is PrefillComplete at time now (unix nanos, the caller's clock, comparable
+// with AdmittedAt): the first completion of a booking with tracked prefill tokens also gives its
+// owner's speed estimator one sample (see the top of this file). ErrNotFound when id is not
+// live.
+func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
+	bi, err := t.lookup(id)
+	if err != nil {
+		return err
+	}
+	r := &t.books[bi]
+	st := &t.owners[r.slot]
+	if r.prefill > 0 && st.speed.marked {
+		if now >= st.speed.mark && st.speed.complete(r.prefill, float64(now-st.speed.mark)/1e6) {
+			t.publishSpeed(r.slot)
+		}
+		st.speed.mark = max(st.speed.mark, now)
+	}
+	t.dropPrefill(st, r.prefill)
+	r.prefill = 0
+	return nil
+}
+
+// startStretch is called by Add before a booking's prefill is counted: an idle owner starts a
+// busy stretch at the booking's admission time.
+func (st *ownerState) startStretch(prefill uint64, at int64) {
+	if prefill > 0 && st.pending == 0 {
+		st.speed.mark, st.speed.marked = at, true
+	}
+}
