@@ -116,13 +116,14 @@ var (
 	descQueuedClass  = prometheus.NewDesc("kvselect_router_queue_class_pending_requests", "Selections waiting in the router queue, by policy class.", []string{"policy_class"}, nil)
 	descQueueOut     = prometheus.NewDesc("kvselect_router_queue_requests_total", "Requests that left the router queue, by outcome.", []string{"outcome"}, nil)
 	descQueueWait    = prometheus.NewDesc("kvselect_router_queue_wait_seconds_total", "Time dispatched requests spent in the router queue.", nil, nil)
-	descPrefillSpeed = prometheus.NewDesc("kvselect_prefill_ms_per_1k_tokens", "Learned prefill time per 1,000 uncached tokens (linear term) of each rank: a histogram over the partition's ranks.", []string{"model_name", "routing_group"}, nil)
+	descPrefillSpeed = prometheus.NewDesc("kvselect_prefill_seconds_per_1k_tokens", "Learned prefill time in seconds per 1,000 uncached tokens (linear term) of each rank: a histogram over the partition's ranks.", []string{"model_name", "routing_group"}, nil)
 	descSpeedSamples = prometheus.NewDesc("kvselect_prefill_speed_samples_total", "Prefill completions the ranks' speed estimators learned from.", []string{"model_name", "routing_group"}, nil)
 )
 
-// prefillSpeedBuckets are the upper bounds (ms per 1,000 uncached tokens) of
-// kvselect_prefill_ms_per_1k_tokens: from a fast GPU on a small model to a slow or shared one.
-var prefillSpeedBuckets = []float64{2, 5, 10, 20, 50, 100, 200, 500, 1000}
+// prefillSpeedBuckets are the upper bounds (seconds per 1,000 uncached tokens, in base units as
+// Prometheus asks) of kvselect_prefill_seconds_per_1k_tokens: from a fast GPU on a small model
+// to a slow or shared one.
+var prefillSpeedBuckets = []float64{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}
 
 // collectPrefillSpeeds exports one partition's learned speeds as a histogram over its ranks (per
 // worker labels would not be low-cardinality) and their total sample count.
@@ -131,7 +132,7 @@ func collectPrefillSpeeds(ch chan<- prometheus.Metric, p engine.PartitionStats) 
 	var sum float64
 	var samples uint64
 	for _, sp := range p.PrefillSpeeds {
-		v := sp.MSPerToken * 1000
+		v := sp.MSPerToken // ms per token = seconds per 1,000 tokens
 		sum += v
 		samples += sp.Samples
 		for _, b := range prefillSpeedBuckets {

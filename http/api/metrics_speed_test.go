@@ -30,7 +30,7 @@ func TestPrefillSpeedMetric(t *testing.T) {
 	api.New(h.svc, api.Options{Metrics: api.NewMetrics(h.svc)}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`kvselect_prefill_ms_per_1k_tokens_count{model_name="default",routing_group="default"} 1`,
+		`kvselect_prefill_seconds_per_1k_tokens_count{model_name="default",routing_group="default"} 1`,
 		`kvselect_prefill_speed_samples_total{model_name="default",routing_group="default"} 1`,
 	} {
 		if !strings.Contains(body, want) {
