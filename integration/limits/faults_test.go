@@ -1,4 +1,4 @@
-//go:build faults
+//go:build fault
 
 package limits
 
@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// The full fault runs of issue 15 (build tag faults). Each logs one "scenario:" line with
+// The full fault runs of issue 15 (build tag fault). Each logs one "scenario:" line with
 // failed requests, peak RSS and the limit that acted. KVSELECT_LIMITS_BIN=<binary> runs them
 // against another build (the numbers in the README's "Limits" section compare the build before
 // the limits with this one); flags that build does not know are then left out.
 //
-//	go test -tags faults -run Fault -v -timeout 30m ./integration/limits/
+//	go test -tags fault -run Fault -v -timeout 30m ./integration/limits/
 
 // newFlags returns args, or nothing when measuring another build.
 func newFlags(args ...string) []string {

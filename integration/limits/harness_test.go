@@ -1,9 +1,9 @@
 // Package limits holds the real-process tests of issue 15's bounds: a built kvselect binary on
 // a random loopback port, driven by raw sockets and HTTP clients, its resident memory read from
 // /proc/<pid>/status. The CI-size tests run in the normal suite (not with -short); the full
-// fault runs sit behind the build tag `faults`:
+// fault runs sit behind the build tag `fault`:
 //
-//	go test -tags faults -run Fault -v -timeout 20m ./integration/limits/
+//	go test -tags fault -run Fault -v -timeout 20m ./integration/limits/
 //
 // Each fault test logs one line per scenario: failed requests, peak RSS and which limit acted.
 package limits
