@@ -3,6 +3,7 @@ package engine
 import (
 	"container/list"
 	"time"
+	"unsafe"
 )
 
 // pendingSelection is what a /select with a selection_id captured for a later replayed
@@ -16,6 +17,9 @@ type pendingSelection struct {
 	expectedOutput *uint32
 	trackPrefill   bool
 	session        string
+	// quality is the booking's routing-quality sample, measured on the overlap the /select chose
+	// on; the replay that books adds it to the partition's RoutingQuality (quality.go).
+	quality qualitySample
 
 	insertedAt int64  // unix nanos
 	gen        uint64 // generation; a newer /select for the same id gets a higher one
@@ -48,9 +52,18 @@ func newPendingCache(ttl time.Duration, maxEntries int, maxBytes int64) *pending
 }
 
 // pendingOverhead is the memory of one entry besides its hashes and strings, measured with
-// TestPendingBytesMatchHeap: the entry struct (a 256-byte size class), its list element (48),
-// its map slot with the map's growth slack (~110) and the expected-output integer it keeps.
+// TestPendingBytesMatchHeap: the entry struct (a 256-byte size class, pendingEntryClass), its
+// list element (48), its map slot with the map's growth slack (~110) and the expected-output
+// integer it keeps.
 const pendingOverhead = 416
+
+// pendingEntryClass is the allocation size class pendingOverhead charges for the entry struct.
+// Every field, fixed-size ones included (the quality sample), is inside it: the assertion below
+// stops the build when a new field outgrows the class, so the charge is re-measured instead of
+// silently undercounting.
+const pendingEntryClass = 256
+
+var _ [pendingEntryClass - unsafe.Sizeof(pendingSelection{})]struct{} // fails to compile if the entry outgrows its class
 
 // size is an entry's memory: what its slices hold (capacity, not length: the hashing appends
 // may over-allocate), its strings and the fixed overhead. Dynamo charges the hashes and strings
