@@ -10,17 +10,8 @@ func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
 	if err := s.fileOwnedLocked(spec.WorkerID); err != nil {
 		return WorkerRecord{}, err
 	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return WorkerRecord{}, errShuttingDown
-	}
-	rec, err := s.eng.UpsertWorker(spec)
-	s.flushLocked()
-	s.drainLocked()
-	s.mu.Unlock()
+	rec, err := s.upsertCatLocked(spec)
 	if err == nil {
-		s.reconcileListeners(rec.WorkerID)
 		rec = s.withListeners(rec)
 	}
 	return rec, err
@@ -52,15 +43,7 @@ func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
 	if err := s.fileOwnedLocked(&id); err != nil {
 		return WorkerRecord{}, err
 	}
-	s.mu.Lock()
-	rec, err := s.eng.DeleteWorker(id)
-	s.flushLocked()
-	s.drainLocked()
-	s.mu.Unlock()
-	if err == nil {
-		s.reconcileListeners(id)
-	}
-	return rec, err
+	return s.deleteCatLocked(id)
 }
 
 // Workers lists catalog records (GET /workers); empty filters match all.
