@@ -275,3 +275,33 @@ func TestWorkersFileFollowsConfigMapSwap(t *testing.T) {
 		t.Fatalf("status %+v", ids)
 	}
 }
+
+// The watch fires on every event in the file's directory. A broken file is reported once, not
+// once per event: with the service's own log in that directory, one report per event would feed
+// itself forever. A later, different failure is reported again.
+func TestWorkersFileReportsAnUnchangedFailureOnce(t *testing.T) {
+	svc := newFileService(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "workers.yaml")
+	writeAtomic(t, path, "- {worker_id: 1, endpoint: [unclosed\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := svc.WatchWorkersFile(ctx, core.WorkersFileConfig{Path: path, Debounce: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, svc, "first failure reported", func(st core.WorkersFileStatus) bool { return st.ParseErrors == 1 })
+	// Churn another file in the directory, then make a change the watcher must see, so that the
+	// churn's events have certainly been processed before the count is read.
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(dir, "app.log"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeAtomic(t, path, "- {worker_id: 1, endpoint: 'http://w1:8000', block_size: 16}\n- {worker_id: 2, endpoint: [still broken\n")
+	st := waitStatus(t, svc, "second, different failure reported", func(st core.WorkersFileStatus) bool { return st.ParseErrors >= 2 })
+	if st.ParseErrors != 2 {
+		t.Fatalf("parse errors %d after 20 unrelated events and one new failure, want 2", st.ParseErrors)
+	}
+	writeAtomic(t, path, "- {worker_id: 1, endpoint: 'http://w1:8000', block_size: 16}\n")
+	waitCatalog(t, svc, "1=http://w1:8000")
+}

@@ -93,13 +93,18 @@ type fileSync struct {
 	pending []WorkerSpec // the snapshot awaiting a retry
 	data    []byte       // its content
 	failed  bool
+	// lastFail identifies the failure last reported (its error and the bytes read). The watch
+	// fires on every event in the file's directory (other files included), so an unchanged
+	// failure is reported once, not per event: otherwise a log file in the same directory would
+	// feed itself.
+	lastFail string
 }
 
 // pass reads the file and applies it as a new snapshot when it changed.
 func (f *fileSync) pass() {
 	data, err := readBounded(f.path)
 	if err == nil && f.applied != nil && bytes.Equal(data, f.applied) {
-		f.failed, f.pending = false, nil // back to the applied content: nothing to retry
+		f.failed, f.pending, f.lastFail = false, nil, "" // back to the applied content: nothing to retry
 		return
 	}
 	var specs []WorkerSpec
@@ -107,10 +112,16 @@ func (f *fileSync) pass() {
 		specs, err = ParseWorkersFile(data)
 	}
 	if err != nil {
+		if fail := err.Error() + "\x00" + string(data); fail == f.lastFail {
+			return // reported already; nothing changed
+		} else {
+			f.lastFail = fail
+		}
 		f.s.log.Error("workers file not applied; the previous catalog stays", "path", f.path, "err", err)
 		f.wf.note(func(st *WorkersFileStatus) { st.ParseErrors++; st.LastError = err.Error() })
 		return
 	}
+	f.lastFail = ""
 	f.pending, f.data = specs, data
 	f.apply()
 }
