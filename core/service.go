@@ -4,7 +4,6 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"github.com/kvselect/kvselect/bus"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -237,84 +236,7 @@ func (s *Service) flushLocked() {
 // errShuttingDown is returned by selections after Close.
 var errShuttingDown = &engine.Error{Kind: engine.ErrNotReady, Msg: "selection service is shutting down"}
 
-// ErrReplicaSyncDisabled is returned by peer management when no replicator is configured.
-var ErrReplicaSyncDisabled = &engine.Error{Kind: engine.ErrConflict, Msg: "replica sync is disabled"}
-
-// errPeerNotFound is returned when deregistering an unknown peer.
-var errPeerNotFound = &engine.Error{Kind: engine.ErrNotFound, Msg: "peer not found"}
-
 // Engine-facing calls follow one pattern: lock, call, flush effects, unlock.
-
-// UpsertWorker registers or replaces a worker (POST /workers).
-func (s *Service) UpsertWorker(spec WorkerSpec) (WorkerRecord, error) {
-	s.catMu.Lock()
-	defer s.catMu.Unlock()
-	if err := s.fileOwnedLocked(spec.WorkerID); err != nil {
-		return WorkerRecord{}, err
-	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return WorkerRecord{}, errShuttingDown
-	}
-	rec, err := s.eng.UpsertWorker(spec)
-	s.flushLocked()
-	s.drainLocked()
-	s.mu.Unlock()
-	if err == nil {
-		s.reconcileListeners(rec.WorkerID)
-		rec = s.withListeners(rec)
-	}
-	return rec, err
-}
-
-// PatchWorker updates supplied fields of a worker (PATCH /workers/{id}).
-func (s *Service) PatchWorker(id uint64, patch WorkerPatch) (WorkerRecord, error) {
-	s.catMu.Lock()
-	defer s.catMu.Unlock()
-	if err := s.fileOwnedLocked(&id); err != nil {
-		return WorkerRecord{}, err
-	}
-	s.mu.Lock()
-	rec, err := s.eng.PatchWorker(id, patch)
-	s.flushLocked()
-	s.drainLocked()
-	s.mu.Unlock()
-	if err == nil {
-		s.reconcileListeners(id)
-		rec = s.withListeners(rec)
-	}
-	return rec, err
-}
-
-// DeleteWorker removes a worker (DELETE /workers/{id}).
-func (s *Service) DeleteWorker(id uint64) (WorkerRecord, error) {
-	s.catMu.Lock()
-	defer s.catMu.Unlock()
-	if err := s.fileOwnedLocked(&id); err != nil {
-		return WorkerRecord{}, err
-	}
-	s.mu.Lock()
-	rec, err := s.eng.DeleteWorker(id)
-	s.flushLocked()
-	s.drainLocked()
-	s.mu.Unlock()
-	if err == nil {
-		s.reconcileListeners(id)
-	}
-	return rec, err
-}
-
-// Workers lists catalog records (GET /workers); empty filters match all.
-func (s *Service) Workers(model, group string) []WorkerRecord {
-	s.mu.Lock()
-	recs := s.eng.Workers(model, group)
-	s.mu.Unlock()
-	for i := range recs {
-		recs[i] = s.withListeners(recs[i])
-	}
-	return recs
-}
 
 // Ready reports readiness (GET /ready): ready when not shutting down and at least one worker is
 // schedulable.
@@ -462,45 +384,6 @@ func (s *Service) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
 // it, so a slow reader never stalls selections for longer than one partition's radix walk.
 func (s *Service) Dump(w io.Writer) error {
 	return s.writeDump(w) // recovery_dump.go: records copied per partition, encoded outside the lock
-}
-
-// RegisterPeer adds a replica-sync peer; added is false when it was already present.
-func (s *Service) RegisterPeer(id string) (added bool, err error) {
-	if s.repl == nil {
-		return false, ErrReplicaSyncDisabled
-	}
-	if err := bus.ValidateReplicaID(id); err != nil {
-		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("invalid peer endpoint %q: %v", id, err)}
-	}
-	if err := ValidatePeerEndpoint(id); err != nil {
-		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
-	}
-	if self, ok := s.repl.(interface{ IsSelf(string) bool }); id == s.cfg.ReplicaID || ok && self.IsSelf(id) {
-		return false, &engine.Error{Kind: engine.ErrBadRequest, Msg: fmt.Sprintf("%q is this replica's own id", id)}
-	}
-	return s.repl.AddPeer(id), nil
-}
-
-// DeregisterPeer removes a replica-sync peer (404 when absent).
-func (s *Service) DeregisterPeer(id string) error {
-	if s.repl == nil {
-		return ErrReplicaSyncDisabled
-	}
-	if err := ValidatePeerEndpoint(id); err != nil {
-		return &engine.Error{Kind: engine.ErrBadRequest, Msg: err.Error()}
-	}
-	if !s.repl.RemovePeer(id) {
-		return errPeerNotFound
-	}
-	return nil
-}
-
-// Peers lists the configured replica-sync peers, sorted ([] when disabled).
-func (s *Service) Peers() []string {
-	if s.repl == nil {
-		return []string{}
-	}
-	return s.repl.Peers()
 }
 
 // ApplyAffinity merges a peer's session binding (called by the replicator's goroutine).
