@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	tol := fs.Float64("tolerance", 0.1, "relative precision of the load search")
 	seed := fs.Uint64("seed", 42, "policy seed (synthetic workloads carry their own seeds)")
 	delay := fs.Duration("kv-event-delay", sim.DefaultKVEventDelayMS*time.Millisecond, "delay between a worker's KV event and the router learning it")
+	scrape := fs.Duration("scrape-interval", sim.DefaultScrapeIntervalMS*time.Millisecond, "how often the router scrapes worker metrics (running, waiting, KV usage); 0 reads them live")
 	par := fs.Int("parallel", runtime.GOMAXPROCS(0), "simulations run at once")
 	jsonOut := fs.String("json", "", "write the JSON report to this file (- for stdout)")
 	mdOut := fs.String("markdown", "-", "write the markdown report to this file (- for stdout, empty for none)")
@@ -79,8 +80,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	if *delay < 0 || *par < 1 {
-		return fmt.Errorf("--kv-event-delay must not be negative and --parallel must be ≥ 1")
+	if *delay < 0 || *scrape < 0 || *par < 1 {
+		return fmt.Errorf("--kv-event-delay and --scrape-interval must not be negative and --parallel must be ≥ 1")
 	}
 	if (*requests != 0 || *windows != 0) && len(own) == 0 {
 		return fmt.Errorf("--requests and --windows apply to --trace workloads only")
@@ -151,6 +152,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	m.SearchTolerance, m.Seed, m.Parallel = *tol, *seed, *par
 	m.KVEventDelayMS = float64(*delay) / float64(time.Millisecond)
+	m.ScrapeIntervalMS = float64(*scrape) / float64(time.Millisecond)
 	if err := checkPolicies(append(append([]string(nil), m.Candidates...), m.Rivals...)); err != nil {
 		return err
 	}

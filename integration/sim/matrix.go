@@ -84,7 +84,11 @@ type Matrix struct {
 	SearchTolerance float64 `json:"search_tolerance"`
 	Seed            uint64  `json:"seed"` // policy seed, as kvselect-sim --seed (42)
 	KVEventDelayMS  float64 `json:"kv_event_delay_ms"`
-	Bar             Bar     `json:"bar"`
+	// ScrapeIntervalMS is how often the router scrapes worker metrics, as kvselect-sim
+	// --scrape-interval (FullMatrix and QuickMatrix: DefaultScrapeIntervalMS; 0 reads them
+	// live). It is written into every reproduction command, so the command replays the cell.
+	ScrapeIntervalMS float64 `json:"scrape_interval_ms"`
+	Bar              Bar     `json:"bar"`
 	// Parallel is how many simulations run at once (0: GOMAXPROCS).
 	Parallel int `json:"-"`
 	// Run runs one policy (nil: RunPolicy). Tests substitute a model.
@@ -138,6 +142,8 @@ func (m Matrix) Normalize() (Matrix, error) {
 		return m, fmt.Errorf("matrix: overload factor %g must exceed 1", m.OverloadFactor)
 	case m.KVEventDelayMS < 0:
 		return m, fmt.Errorf("matrix: negative KV event delay")
+	case m.ScrapeIntervalMS < 0:
+		return m, fmt.Errorf("matrix: negative scrape interval")
 	}
 	for _, w := range m.Workers {
 		if w < 1 {
@@ -215,7 +221,8 @@ func FullMatrix(traceDir string, presets []string) Matrix {
 		Workers:    []int{8, 16},
 		Presets:    presets,
 
-		KVEventDelayMS: DefaultKVEventDelayMS,
+		KVEventDelayMS:   DefaultKVEventDelayMS,
+		ScrapeIntervalMS: DefaultScrapeIntervalMS,
 	}
 }
 
@@ -231,7 +238,8 @@ func QuickMatrix() Matrix {
 		Presets: []string{"h100-8b"},
 		Targets: []float64{1000},
 
-		KVEventDelayMS: DefaultKVEventDelayMS,
+		KVEventDelayMS:   DefaultKVEventDelayMS,
+		ScrapeIntervalMS: DefaultScrapeIntervalMS,
 	}
 }
 

@@ -44,6 +44,7 @@ func reproCommand(c *MatrixCell, m *Matrix, cand string, v MatrixVerdict) string
 		"--speedup", strconv.FormatFloat(c.Load.Speedup, 'g', -1, 64),
 		"--seed", strconv.FormatUint(m.Seed, 10),
 		"--kv-event-delay", time.Duration(m.KVEventDelayMS*float64(time.Millisecond)).String(),
+		"--scrape-interval", time.Duration(m.ScrapeIntervalMS*float64(time.Millisecond)).String(),
 		"--policies", strings.Join(policies, ","))
 	if c.Windows > 0 {
 		baseline := v.BestMean
@@ -70,9 +71,9 @@ func (r *MatrixReport) WriteJSON(w io.Writer) error {
 func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 	b := r.Spec.Bar
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Bar: at the \"seconds\" loads (round-robin's TTFT p99 ≥ its idle p99 + %s) mean ≤ %.2f×, p99 ≤ %.2f×, p50 ≤ %.2f× the best rival per metric; mean ≤ %.2f× everywhere. Rivals: %s. Seed %d, KV-event delay %s.\n\n",
+	fmt.Fprintf(&sb, "Bar: at the \"seconds\" loads (round-robin's TTFT p99 ≥ its idle p99 + %s) mean ≤ %.2f×, p99 ≤ %.2f×, p50 ≤ %.2f× the best rival per metric; mean ≤ %.2f× everywhere. Rivals: %s. Seed %d, KV-event delay %s, metrics scraped every %s.\n\n",
 		targetList(r.Spec.Targets), b.StrictMean, b.StrictP99, b.StrictP50, b.Mean, strings.Join(r.Spec.Rivals, ", "), r.Spec.Seed,
-		time.Duration(r.Spec.KVEventDelayMS*float64(time.Millisecond)))
+		time.Duration(r.Spec.KVEventDelayMS*float64(time.Millisecond)), time.Duration(r.Spec.ScrapeIntervalMS*float64(time.Millisecond)))
 	for _, s := range r.Summary {
 		fmt.Fprintf(&sb, "## %s: %d of %d cells pass\n\n", s.Candidate, s.Passed, s.Cells)
 		if s.Cells > 0 {

@@ -105,7 +105,7 @@ func capacityBlocks(c MatrixCapacity, preset string, t *matrixTrace) (int, error
 
 // config is the simulation configuration of group g at speedup s.
 func (m *Matrix) config(g *MatrixGroup, s float64) Config {
-	return Config{Workers: g.Workers, CapacityBlocks: g.CapacityBlocks, Speedup: s, Seed: m.Seed, Model: g.Preset, KVEventDelayMS: m.KVEventDelayMS}
+	return Config{Workers: g.Workers, CapacityBlocks: g.CapacityBlocks, Speedup: s, Seed: m.Seed, Model: g.Preset, KVEventDelayMS: m.KVEventDelayMS, ScrapeIntervalMS: m.ScrapeIntervalMS}
 }
 
 // runStats runs policy on every run of t and aggregates the results.
