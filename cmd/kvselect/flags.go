@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.aibrixTokenFile, "aibrix-auth-token-file", "", "bearer tokens accepted by the AIBrix endpoint (one per line)")
 	fs.StringVar(&o.aibrixPolicyFile, "aibrix-policy-file", "", "AIBrix operator policy (YAML or JSON)")
 	fs.StringVar(&o.selectionPolicy, "selection-policy", envOr("KVSELECT_SELECTION_POLICY", "kvselect"),
-		"cost function: kvselect (default; estimated time to first token with cache affinity) or dynamo (Dynamo's formula, exactly)")
+		"cost function: kvselect (default; estimated time to first token at each rank's learned speed, plus the work and cache a miss costs others) or dynamo (Dynamo's formula, exactly)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 10*time.Second, "how often expired bookings are reclaimed")
