@@ -33,6 +33,14 @@ type Config struct {
 	// off.
 	MissWorkWeight float64
 	EvictionWeight float64
+	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
+	// overflow a rank's KV cache with pinned blocks: the rank's active (booked) blocks plus the
+	// request's not yet booked ones, beyond its registered total_kv_blocks. A vLLM-style worker
+	// makes such a request wait or preempts a running one, which recomputes its context; the
+	// overflow is charged as that many blocks of prefill, times this weight
+	// (kvselect_pressure.go). 0 turns it off; ranks that did not register total_kv_blocks are
+	// never charged.
+	KVPressureWeight float64
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
 	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges
@@ -111,6 +119,7 @@ func DefaultConfig() Config {
 		AffinityQueueMS:          2000,
 		MissWorkWeight:           1,
 		EvictionWeight:           1,
+		KVPressureWeight:         1,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
@@ -162,6 +171,7 @@ func (c *Config) Validate() error {
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},
 		{"eviction_weight", c.EvictionWeight},
+		{"kv_pressure_weight", c.KVPressureWeight},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
