@@ -41,6 +41,14 @@ type Config struct {
 	// (kvselect_pressure.go). 0 turns it off; ranks that did not register total_kv_blocks are
 	// never charged.
 	KVPressureWeight float64
+	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
+	// to every step of its rank (its KV read by decode attention), per context token, over the
+	// rank's prefill time per token (kvselect_decode.go). A decode step reads each context
+	// token's KV (2·layers·kv_heads·head_dim·bytes) at memory bandwidth, a prefill token costs
+	// 2·parameters FLOP at compute: Llama-3-8B on an H100 gives 131 KB / 3.35 TB/s over
+	// 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4. Default 1e-3; 0
+	// turns it off.
+	DecodeContextWeight float64
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
 	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges
@@ -120,6 +128,7 @@ func DefaultConfig() Config {
 		MissWorkWeight:           1,
 		EvictionWeight:           1,
 		KVPressureWeight:         1,
+		DecodeContextWeight:      1e-3,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
@@ -172,6 +181,7 @@ func (c *Config) Validate() error {
 		{"miss_work_weight", c.MissWorkWeight},
 		{"eviction_weight", c.EvictionWeight},
 		{"kv_pressure_weight", c.KVPressureWeight},
+		{"decode_context_weight", c.DecodeContextWeight},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

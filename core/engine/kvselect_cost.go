@@ -18,6 +18,7 @@ import (
 //	occupancy     = the rank's indexed blocks / its total_kv_blocks (else / the fullest rank's)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity; kvselect_pressure.go)
+//	                + decode (running contexts read every step it waits; kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
 //
@@ -67,12 +68,15 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		}
 		occ = occupancy(s.entries, invCap, k.invMax())
 	}
-	invCap := 0.0
+	invCap, invBudget := 0.0, 0.0
 	if k.w.pressure > 0 && s.w != nil {
 		invCap = s.w.invKVCapacity()
 	}
+	if k.w.decodeCtx > 0 && s.w != nil {
+		invBudget = s.w.invBatchBudget()
+	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
-		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap)
+		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
 // speedDeadband is the factor within which a rank's learned speed is priced as the prior (see
@@ -147,9 +151,10 @@ func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
 // occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
 // and count of pending prefills, active requests and active blocks, and 1/total_kv_blocks (0 =
-// unknown or the pressure term off). Products added to something are wrapped in
+// unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
+// term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int, active uint64, invCap float64) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
@@ -171,6 +176,9 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	}
 	if invCap > 0 {
 		c += k.pressureMS(active, booked, invCap, sp.B)
+	}
+	if w.decodeCtx > 0 {
+		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, sp.B)
 	}
 	return c
 }

@@ -70,3 +70,60 @@ func TestPressureTerm(t *testing.T) {
 		t.Errorf("weight 0: %v", got)
 	}
 }
+
+// TestDecodeTerm checks the decode term's arithmetic: the booked context less the prefill not
+// yet computed, read once per step the request waits for (1 + queued and own prefill tokens
+// over the batch budget), at decode_context_weight × B per token; zero with weight 0 or no
+// context.
+func TestDecodeTerm(t *testing.T) {
+	k := kvselectTerms{w: weights{decodeCtx: 0.5}, bs: 4}
+	// 10 blocks = 40 tokens, 8 of them not yet prefilled: 32 context tokens; (8 + 8) / 16 = 1
+	// step beyond the first.
+	if got, want := k.decodeMS(10, 8, 8, 1.0/16, 2), 0.5*2*32*2.0; got != want {
+		t.Errorf("decodeMS = %v, want %v", got, want)
+	}
+	if got, want := k.decodeMS(10, 8, 8, 0, 2), 0.5*2*32*1.0; got != want {
+		t.Errorf("unknown budget: decodeMS = %v, want %v (one step)", got, want)
+	}
+	if got := k.decodeMS(2, 8, 8, 1.0/16, 2); got != 0 {
+		t.Errorf("no context: %v", got)
+	}
+	k.w.decodeCtx = 0
+	if got := k.decodeMS(10, 8, 8, 1.0/16, 2); got != 0 {
+		t.Errorf("weight 0: %v", got)
+	}
+}
+
+// TestDecodeTermSpreadsOffABusyRank: two empty-queued ranks, one running a long context (its
+// prefill complete): with the decode term off the costs tie on the pure prefill and the engine
+// draws; with it on every request goes to the idle rank.
+func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
+	for _, w := range []float64{0, 1e-3} {
+		cfg := KVSelectDefaults()
+		cfg.DecodeContextWeight, cfg.KVPressureWeight = w, 0
+		e := newEngine(t, &cfg)
+		for id := uint64(1); id <= 2; id++ {
+			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
+		}
+		run := selReq("running", toks(90_000, 4000))
+		run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+		if _, err := e.SelectAndReserve(run, t0); err != nil {
+			t.Fatal(err)
+		}
+		noErr(t, e.PrefillCompleteAt("running", t0))
+		onBusy := 0
+		for i := range 40 {
+			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
+			noErr(t, err)
+			if r.WorkerID == 1 {
+				onBusy++
+			}
+		}
+		if w > 0 && onBusy != 0 {
+			t.Errorf("decode_context_weight %v: %d of 40 on the busy rank, want 0", w, onBusy)
+		}
+		if w == 0 && (onBusy == 0 || onBusy == 40) {
+			t.Errorf("decode term off: %d of 40 on the busy rank, want a draw between tied ranks", onBusy)
+		}
+	}
+}
