@@ -125,7 +125,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 			o := &ov[i]
 			occ := 0.0
 			if evict {
-				occ = occupancy(ent[i], p.cands[i].invCap, invMax)
+				occ = occupancy(ent[i], invMax)
 			}
 			invCap, invBudget := 0.0, 0.0
 			if pressure {

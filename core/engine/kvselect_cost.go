@@ -62,11 +62,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		var invCap float64
-		if s.w != nil {
-			invCap = s.w.invKVCapacity()
-		}
-		occ = occupancy(s.entries, invCap, k.invMax())
+		occ = occupancy(s.entries, k.invMax())
 	}
 	invCap, invBudget := 0.0, 0.0
 	if k.w.pressure > 0 && s.w != nil {

@@ -5,13 +5,13 @@ import (
 )
 
 // pressureFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20) on a kvselect engine
-// with kv_pressure_weight w, caches 4 blocks of want's prompt on worker 1, and books there a
+// with kv_pressure_weight w (the eviction and decode terms off, to isolate it), caches 4 blocks of want's prompt on worker 1, and books there a
 // running (prefill complete) request of 19 other blocks: worker 1 holds the prefix but has room
 // for 1 more pinned block, worker 2 is empty.
 func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
-	cfg.KVPressureWeight = w
+	cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeContextWeight = w, 0, 0
 	e := newEngine(t, &cfg)
 	for id := uint64(1); id <= 2; id++ {
 		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
