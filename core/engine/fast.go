@@ -132,7 +132,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 				invCap = p.cands[i].invCap
 			}
 			if decode {
-				invBudget = p.cands[i].w.invBatchBudget()
+				invBudget = p.cands[i].invBudget
 			}
 			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
 			cost[i] = c
