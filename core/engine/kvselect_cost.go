@@ -17,7 +17,8 @@ import (
 //	β             = min(miss_work_weight, pending prefills per rank over the partition)
 //	occupancy     = the rank's indexed blocks / its total_kv_blocks (else / the fullest rank's)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
-//	                + pressure (pinned blocks beyond the rank's KV capacity; kvselect_pressure.go)
+//	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
+//	                  kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits; kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
@@ -171,7 +172,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c += float64(float64(w.eviction*occ) * (own - sp.C))
 	}
 	if invCap > 0 {
-		c += k.pressureMS(active, booked, invCap, sp.B)
+		c += k.pressureMS(active, booked, invCap, float64((1+k.beta)*sp.B))
 	}
 	if w.decodeCtx > 0 {
 		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, sp.B)

@@ -16,7 +16,11 @@ package engine
 // total_kv_blocks,
 //
 //	overflow = max(0, A + N − b − K)    (blocks)
-//	pressure = kv_pressure_weight · B · block_size · overflow    (ms; B the rank's per-token cost)
+//	pressure = kv_pressure_weight · (1 + β) · B · block_size · overflow
+//
+// in ms, B the rank's per-token cost and β the miss-work factor of kvselect_cost.go: the
+// recompute is uncached work on the rank and delays the requests queued behind it like any
+// miss's.
 //
 // It is zero on any rank with room (every rank of a lightly loaded fleet), so it changes only
 // the choice between ranks some of which are full; a conversation is not moved by it unless its
@@ -24,7 +28,8 @@ package engine
 // never charged (K unknown).
 
 // pressureMS is the pressure term of one rank: active its active blocks, booked the request's
-// blocks booked there, invCap 1/total_kv_blocks (0 = unknown: no charge), sp its priced model.
+// blocks booked there, invCap 1/total_kv_blocks (0 = unknown: no charge), perTokenMS the price of
+// one recomputed token ((1 + β)·B).
 func (k *kvselectTerms) pressureMS(active uint64, booked int, invCap, perTokenMS float64) float64 {
 	if !(k.w.pressure > 0) || !(invCap > 0) {
 		return 0
