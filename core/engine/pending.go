@@ -16,6 +16,9 @@ type pendingSelection struct {
 	expectedOutput *uint32
 	trackPrefill   bool
 	session        string
+	// quality is the booking's routing-quality sample, measured on the overlap the /select chose
+	// on; the replay that books adds it to the partition's RoutingQuality (quality.go).
+	quality qualitySample
 
 	insertedAt int64  // unix nanos
 	gen        uint64 // generation; a newer /select for the same id gets a higher one
@@ -48,9 +51,18 @@ func newPendingCache(ttl time.Duration, maxEntries int, maxBytes int64) *pending
 }
 
 // pendingOverhead is the memory of one entry besides its hashes and strings, measured with
-// TestPendingBytesMatchHeap: the entry struct (a 256-byte size class), its list element (48),
-// its map slot with the map's growth slack (~110) and the expected-output integer it keeps.
-const pendingOverhead = 416
+// TestPendingBytesMatchHeap: the entry struct (its allocation size class, pendingEntryClass),
+// its list element (48), its map slot with the map's growth slack (~110) and the
+// expected-output integer it keeps. The routing-quality sample moved the struct from the
+// 224-byte class to the 240-byte one, and the charge by the same 16 bytes (416 → 432).
+const pendingOverhead = 432
+
+// pendingEntryClass is the allocation size class (64-bit platforms) pendingOverhead charges for
+// the entry struct. Every field, fixed-size ones included, is inside it:
+// TestPendingEntrySizeClass fails when the struct leaves the class (a new field outgrows it, or
+// a removed one drops it to the class below), so the charge is re-measured instead of silently
+// drifting.
+const pendingEntryClass = 240
 
 // size is an entry's memory: what its slices hold (capacity, not length: the hashing appends
 // may over-allocate), its strings and the fixed overhead. Dynamo charges the hashes and strings

@@ -4,7 +4,20 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 )
+
+// TestPendingEntrySizeClass: the entry struct is in the allocation size class pendingOverhead
+// charges for it (Go's classes around it: 224, 240, 256), so a field added to or removed from
+// pendingSelection cannot change its memory without the charge being re-measured.
+func TestPendingEntrySizeClass(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("pendingOverhead is measured on 64-bit platforms")
+	}
+	if n := unsafe.Sizeof(pendingSelection{}); n <= 224 || n > pendingEntryClass {
+		t.Fatalf("pendingSelection is %d bytes, outside the %d-byte size class pendingOverhead charges: re-measure it", n, pendingEntryClass)
+	}
+}
 
 // TestPendingBytesMatchHeap: the pending cache's byte accounting measures what it holds: the
 // heap grows by what the cache charges (within ±25%) when it is filled with selections of

@@ -146,6 +146,7 @@ func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*Reservatio
 		e.bindSession(p, ps.session, ps.owner, now)
 		e.resv[id].session = ps.session
 	}
+	p.quality.add(ps.quality) // counted here, once: the /select booked nothing
 	e.pending.consume(key, id, gen)
 	return &ReservationResponse{SelectionID: id, ModelName: key.Model, RoutingGroup: key.Group, WorkerID: ps.owner.Worker, DPRank: ps.owner.Rank, Endpoint: w.endpoint()}, nil
 }

@@ -66,7 +66,7 @@ func (e *Engine) Select(req *SelectRequest, now time.Time) (*SelectResponse, err
 			key: sel.p.key, id: *req.SelectionID, owner: sel.pick.Owner,
 			norm: sel.norm, effPrefill: resp.EffectivePrefillTokens,
 			expectedOutput: req.ExpectedOutputTokens, trackPrefill: sel.w.trackPrefill,
-			session: sel.session,
+			session: sel.session, quality: e.measureQuality(sel),
 		})
 	}
 	return resp, nil

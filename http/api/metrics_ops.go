@@ -16,7 +16,7 @@ import (
 // is low-cardinality (partition names, fixed outcome sets); none carries an id.
 
 var (
-	descQBookings  = prometheus.NewDesc("kvselect_routing_bookings_total", "Bookings measured for routing quality (select_and_reserve).", []string{"model_name", "routing_group"}, nil)
+	descQBookings  = prometheus.NewDesc("kvselect_routing_bookings_total", "Bookings measured for routing quality (select_and_reserve and replayed POST /reservations).", []string{"model_name", "routing_group"}, nil)
 	descQAchieved  = prometheus.NewDesc("kvselect_routing_achieved_overlap_tokens_total", "Device-tier prefix tokens matched on the chosen rank, summed over bookings.", []string{"model_name", "routing_group"}, nil)
 	descQAvailable = prometheus.NewDesc("kvselect_routing_available_overlap_tokens_total", "Best device-tier prefix match on any eligible rank, in tokens, summed over bookings.", []string{"model_name", "routing_group"}, nil)
 	descQNotMax    = prometheus.NewDesc("kvselect_routing_not_max_overlap_total", "Bookings whose chosen rank matched fewer prefix tokens than the best eligible rank.", []string{"model_name", "routing_group"}, nil)
