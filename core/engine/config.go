@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -194,8 +196,8 @@ func (c *Config) Validate() error {
 			return fail("%s must be between 0 and 1 (got %v)", f.name, f.v)
 		}
 	}
-	for id, m := range c.WorkerPrefillModels {
-		if !m.Valid() {
+	for _, id := range slices.Sorted(maps.Keys(c.WorkerPrefillModels)) { // the error names the lowest id
+		if m := c.WorkerPrefillModels[id]; !m.Valid() {
 			return fail("prefill model of worker %d must be finite and non-negative with a positive per-token term", id)
 		}
 	}
