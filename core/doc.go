@@ -29,7 +29,7 @@
 //
 // With router_queue_threshold set, or policy classes (DYN_ROUTER_POLICY_CONFIG, see
 // policyclass.go), a selection that finds every eligible rank busy under its class's rule waits
-// in a per-partition router queue (fcfs, lcfs or wspt within a class, with priority_jump and
+// in a per-partition router queue (fcfs, lcfs, wspt or aging within a class, with priority_jump and
 // strict_priority; deficit round robin across classes) and is selected and booked as soon as a
 // rank has room: SelectWait and SelectAndReserveWait, which
 // the HTTP API uses, wait until then, the context ends, or the service closes. Select and

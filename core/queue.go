@@ -23,7 +23,19 @@ import (
 //     fcfs: jump − arrival        (earliest first; priority_jump moves a request earlier)
 //     lcfs: jump + arrival        (latest first; the synthetic class only)
 //     wspt: (1 + jump) / cost     (least uncached work first)
+//     aging: jump − (arrival + k·service)  (earliest deadline first; kvselect's, see below)
 //  3. it was parked first.
+//
+// aging is earliest-deadline-first on proportional deadlines: service is the request's
+// estimated prefill time in seconds at the learned speed (engine.QueueProbe.ServiceMS) and k is
+// engine.AgingSlowdown. Equivalently a request's priority is its wait minus k·service, so it
+// improves with its wait at the same rate for everyone and the order of two parked requests
+// never changes while they wait (a plain heap holds it). Scheduling literature: ordering by due
+// date minimises the maximum lateness (Jackson's rule; preemptive EDF, Horn 1974), so with due
+// dates arrival + k·service this is the order that best honours a uniform slowdown target k
+// (bounded slowdown: Harchol-Balter et al., SRPT fairness); k = 0 is FCFS, k → ∞ is
+// shortest-service-first (wspt's order at unit weights). Unlike wspt, a long prompt cannot be
+// starved: nothing that arrives more than k·service after it can pass it.
 //
 // Across the classes of a partition, deficit round robin in configuration order: a visited
 // class whose head may be dispatched earns its quantum (in uncached tokens) when the head costs
@@ -127,7 +139,7 @@ func newRouterQueue(start time.Time) routerQueue {
 }
 
 // score is the policy score of a request parked at now (see the order above).
-func (q *routerQueue) score(policy string, req *SelectRequest, cost uint64, now time.Time) float64 {
+func (q *routerQueue) score(policy string, req *SelectRequest, cost uint64, serviceMS float64, now time.Time) float64 {
 	jump := 0.0
 	if req.PriorityJump != nil && *req.PriorityJump > 0 {
 		jump = *req.PriorityJump
@@ -138,6 +150,8 @@ func (q *routerQueue) score(policy string, req *SelectRequest, cost uint64, now 
 		return jump + arrival
 	case "wspt":
 		return (1 + jump) / float64(cost)
+	case engine.QueueAging:
+		return jump - (arrival + engine.AgingSlowdown*max(0, serviceMS)/1000)
 	}
 	return jump - arrival
 }
@@ -181,7 +195,7 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	cached := min(probe.Cached, probe.ISL)
 	cost := max(1, probe.ISL-cached)
 	w := &waiter{req: req, reserve: reserve, part: probe.Partition, class: class, isl: probe.ISL, cached: cached,
-		cost: cost, score: q.score(prof.classes[class].policy, req, cost, now), seq: q.seq, parked: now,
+		cost: cost, score: q.score(prof.classes[class].policy, req, cost, probe.ServiceMS, now), seq: q.seq, parked: now,
 		done: make(chan waitResult, 1)}
 	if req.StrictPriority != nil {
 		w.strict = *req.StrictPriority

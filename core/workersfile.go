@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 
@@ -42,7 +43,7 @@ func errFileOwned(id uint64) error {
 
 // ParseWorkersFile decodes a workers file: a YAML (or JSON, which is YAML) sequence of worker
 // records. Unknown fields, a missing or duplicate worker_id, an empty document (write [] for
-// an empty catalog), more than MaxWorkersFileBytes or MaxWorkersFileRecords are errors wrapping
+// an empty catalog), more than one YAML document, more than MaxWorkersFileBytes or MaxWorkersFileRecords are errors wrapping
 // ErrWorkersFile. Field values are validated when the snapshot is applied, as for POST /workers.
 func ParseWorkersFile(data []byte) ([]WorkerSpec, error) {
 	if len(data) > MaxWorkersFileBytes {
@@ -51,9 +52,26 @@ func ParseWorkersFile(data []byte) ([]WorkerSpec, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: empty (write [] for an empty catalog)", ErrWorkersFile)
 	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var top any
-	if err := yaml.Unmarshal(data, &top); err != nil {
+	if err := dec.Decode(&top); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty (write [] for an empty catalog)", ErrWorkersFile)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrWorkersFile, err)
+	}
+	// A further document ("---") would otherwise be dropped without a word, and with it every
+	// worker it lists: a concatenation of two files must not quietly halve the catalog. Empty
+	// trailing documents (a final "---") hold nothing and are allowed.
+	for {
+		var more any
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || more != nil {
+			return nil, fmt.Errorf("%w: more than one YAML document (merge them into one list)", ErrWorkersFile)
+		}
 	}
 	doc, ok := top.([]any)
 	if !ok {

@@ -87,6 +87,9 @@ func TestParseWorkersFile(t *testing.T) {
 		"- {worker_id: 1, endpoint: 'http://a:8000', block_size: 16}\n- worker_id: 2\n  data_parallel_size: 2\n  kv_events_endpoints: {'0': tcp://b:5557, '1': tcp://b:5558}\n",
 		`[{"worker_id": 1, "endpoint": "http://a:8000"}, {"worker_id": 2}]`,
 		"[]",
+		"---\n- {worker_id: 1}\n",        // a leading document marker (kubectl, Helm)
+		"- {worker_id: 1}\n---\n",        // an empty trailing document holds no workers
+		"- {worker_id: 1}\n---\n# end\n", // nor does one of only comments
 	}
 	for _, g := range good {
 		if _, err := core.ParseWorkersFile([]byte(g)); err != nil {
@@ -108,6 +111,10 @@ func TestParseWorkersFile(t *testing.T) {
 		"- {worker_id: -1}":                  "worker_id",
 		"- {worker_id: 1, block_size: big}":  "block_size",
 		"[{":                                 "yaml",
+		"- {worker_id: 1}\n---\n- {worker_id: 2}": "more than one YAML document",
+		"[]\n---\n[]\n":      "more than one YAML document",
+		"[]\n---\n[{\n":      "more than one YAML document",
+		"# only a comment\n": "empty",
 	}
 	for in, want := range bad {
 		_, err := core.ParseWorkersFile([]byte(in))
@@ -124,6 +131,7 @@ func FuzzParseWorkersFile(f *testing.F) {
 	f.Add([]byte("- {worker_id: 1, endpoint: 'http://a:8000'}"))
 	f.Add([]byte(`[{"worker_id": 2, "taints": ["spot"]}]`))
 	f.Add([]byte("- &a {worker_id: 1}\n- *a"))
+	f.Add([]byte("- {worker_id: 1}\n---\n- {worker_id: 2}\n---\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		specs, err := core.ParseWorkersFile(data)
 		if err != nil {

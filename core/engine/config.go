@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -75,7 +77,7 @@ type Config struct {
 	TTL                        time.Duration // approximate-index retention (use_kv_events=false)
 	ApproximateCachePolicy     string        // "ttl" or "lru"
 	QueueThreshold             *float64      // enables queueing when set
-	QueuePolicy                string        // fcfs, lcfs, wspt
+	QueuePolicy                string        // fcfs, lcfs, wspt, aging (kvselect's; core/queue.go)
 	PolicyConfig               string        // YAML path (policy classes); enables queueing
 	EventThreads               int
 	ActiveRequestExpiry        time.Duration  // expiry guard for bookings (300 s)
@@ -106,6 +108,19 @@ func KVSelectDefaults() Config {
 	c.Policy = PolicyKVSelect
 	return c
 }
+
+// QueueAging names kvselect's router-queue order beside Dynamo's fcfs, lcfs and wspt: earliest
+// deadline first, where a request's deadline is its arrival plus AgingSlowdown times its
+// estimated service time (QueueProbe.ServiceMS). See core/queue.go.
+const QueueAging = "aging"
+
+// AgingSlowdown is the aging order's slowdown target k: a parked request's deadline is
+// arrival + k·service. k = 0 is FCFS, k → ∞ shortest-service-first; k = 1 lets a request be
+// overtaken only by work that arrives within one of its own service times after it, so the
+// router adds at most about ρ·service (ρ ≤ 1 the fleet's load) to its FCFS wait: a long prompt's
+// tail at most doubles its own prefill share of TTFT, while shorter work still goes first
+// among requests that arrived close together. It is a principle, not a fit to any trace.
+const AgingSlowdown = 1.0
 
 // Tracking-hash algorithm names.
 const (
@@ -201,8 +216,8 @@ func (c *Config) Validate() error {
 			return fail("%s must be between 0 and 1 (got %v)", f.name, f.v)
 		}
 	}
-	for id, m := range c.WorkerPrefillModels {
-		if !m.Valid() {
+	for _, id := range slices.Sorted(maps.Keys(c.WorkerPrefillModels)) { // the error names the lowest id
+		if m := c.WorkerPrefillModels[id]; !m.Valid() {
 			return fail("prefill model of worker %d must be finite and non-negative with a positive per-token term", id)
 		}
 	}
@@ -243,9 +258,9 @@ func (c *Config) Validate() error {
 		return fail("router_queue_threshold must be non-negative")
 	}
 	switch c.QueuePolicy {
-	case "fcfs", "lcfs", "wspt":
+	case "fcfs", "lcfs", "wspt", QueueAging:
 	default:
-		return fail("router_queue_policy must be fcfs, lcfs or wspt, got %q", c.QueuePolicy)
+		return fail("router_queue_policy must be fcfs, lcfs, wspt or aging, got %q", c.QueuePolicy)
 	}
 	if c.EventThreads < 1 {
 		return fail("router_event_threads must be at least 1")

@@ -50,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 		{"lru with events", func(c *Config) { c.ApproximateCachePolicy = "lru" }, "router_approximate_cache_policy=lru is not supported with use_kv_events=true"},
 		{"unknown cache policy", func(c *Config) { c.ApproximateCachePolicy = "fifo" }, "router_approximate_cache_policy must be ttl or lru"},
 		{"queue threshold", func(c *Config) { c.QueueThreshold = neg }, "router_queue_threshold"},
-		{"queue policy", func(c *Config) { c.QueuePolicy = "random" }, "router_queue_policy must be fcfs, lcfs or wspt"},
+		{"queue policy", func(c *Config) { c.QueuePolicy = "random" }, "router_queue_policy must be fcfs, lcfs, wspt or aging"},
 		{"event threads", func(c *Config) { c.EventThreads = 0 }, "router_event_threads"},
 		{"expiry", func(c *Config) { c.ActiveRequestExpiry = 0 }, "active_request_expiry_secs"},
 		// Conditional-disaggregation thresholds, predicted TTL, session affinity, selection cache.

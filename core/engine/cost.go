@@ -129,11 +129,13 @@ func cachedTokensOf(dev, host, disk int32, bs uint64, w *weights) uint64 {
 }
 
 // preferredTaintMultiplier is exp(−tanh(Σ weights of the preferred taints the worker has)).
-func preferredTaintMultiplier(have map[string]struct{}, pref map[string]float32) float64 {
+// order lists pref's keys sorted: the sum is taken in that order, since a float sum depends on
+// its order (1e20+1−1e20 is 0 or 1) and map order would make equal workers cost differently.
+func preferredTaintMultiplier(have map[string]struct{}, pref map[string]float32, order []string) float64 {
 	sum := 0.0
-	for t, wt := range pref {
+	for _, t := range order {
 		if _, ok := have[t]; ok {
-			sum += float64(wt)
+			sum += float64(pref[t])
 		}
 	}
 	return math.Exp(-math.Tanh(sum))

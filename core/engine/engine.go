@@ -161,12 +161,15 @@ func (e *Engine) emit(ev ReplicaEvent) { e.outbox = append(e.outbox, ev) }
 
 // Sweep reclaims what has aged out at now: bookings older than the expiry guard (their frees are
 // published), approximate-index entries past their TTL, and stale pending selections. It returns
-// the number of bookings it freed.
+// the number of bookings it freed. Partitions are swept in key order and each partition's
+// expired bookings in (admission time, id) order, so the frees are published in an order that
+// does not depend on map iteration.
 func (e *Engine) Sweep(now time.Time) int {
 	cutoff := now.Add(-e.cfg.ActiveRequestExpiry).UnixNano()
 	freed := 0
 	var ids []string
-	for _, p := range e.parts {
+	for _, key := range e.DumpPartitionKeys() {
+		p := e.parts[key]
 		ids = p.tracker.Expire(cutoff, ids[:0])
 		for _, id := range ids {
 			freed++

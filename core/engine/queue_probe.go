@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/kvselect/kvselect/core/engine/load"
+
 // QueueProbe is what a router queue (core's) needs to know about a selection request before it
 // parks it: the prompt's length and the best effective cached prefix over the ranks the
 // request may use, both in tokens. WSPT ordering weighs a parked request by its uncached work,
@@ -15,6 +17,12 @@ type QueueProbe struct {
 	Busy bool
 	// Workers is how many workers the partition has (router-queue limits are per worker).
 	Workers int
+	// ServiceMS estimates the request's own service time, the prefill of its uncached tokens,
+	// in milliseconds: the least, over the ranks it may use, of that rank's learned prefill
+	// model (speed.go; the configured prior when learning is off or has nothing yet) applied
+	// to ISL minus that rank's cached prefix. The aging order (core/queue.go) sets each
+	// parked request's deadline from it. Never negative; 0 when no rank is eligible.
+	ServiceMS float64
 }
 
 // ProbeQueue validates req exactly as Select does and measures it for the router queue. It
@@ -44,12 +52,18 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 	rule := e.busyRule(req)
 	var pc poolCount
 	pw := req.PinnedWorker
+	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
+	first := true
 	for i := range cands {
 		c := &cands[i]
 		if !c.eligible || (pw != nil && (c.Owner.Worker != *pw.WorkerID || c.Owner.Rank != *pw.DPRank)) {
 			continue // a pinned request is measured on its rank alone
 		}
-		pr.Cached = max(pr.Cached, min(norm.isl, cachedTokens(c, bs, w)))
+		cached := min(norm.isl, cachedTokens(c, bs, w))
+		pr.Cached = max(pr.Cached, cached)
+		if ms := serviceMS(c.Load.Speed, prior, w.fixedSpeed, norm.isl-cached); first || ms < pr.ServiceMS {
+			pr.ServiceMS, first = ms, false
+		}
 		if pw != nil {
 			pr.Busy = rule.busy(c.Load.ActivePrefillTokens, c.w)
 			return pr, nil
@@ -58,6 +72,19 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 	}
 	pr.Busy = pw == nil && rule.poolBusy(pc)
 	return pr, nil
+}
+
+// serviceMS is the prefill time of uncached tokens on a rank whose learned model is sp: sp's
+// when it is usable and learning is on, prior's otherwise; never negative.
+func serviceMS(sp, prior load.SpeedModel, fixed bool, uncached uint64) float64 {
+	if fixed || !sp.Valid() {
+		sp = prior
+	}
+	ms := sp.MS(float64(uncached))
+	if !(ms > 0) { // NaN or a non-positive prior
+		return 0
+	}
+	return ms
 }
 
 // QueueingApplies reports whether the router queue may hold req: queueing is configured and the

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/load"
@@ -324,29 +325,40 @@ func (e *Engine) dropRow(id string, r *reservation) {
 
 // DropPeerExcept frees the bookings mirrored from peer sender in partition key whose ids are
 // not in keep: the peer announced that keep is everything it holds there, so it freed the rest
-// while its free events were lost. It returns the ids it freed, appended to dst.
+// while its free events were lost. It returns the ids it freed, appended to dst in ascending
+// order (the order they are freed in).
 func (e *Engine) DropPeerExcept(sender string, key PartitionKey, keep map[string]struct{}, dst []string) []string {
+	start := len(dst)
 	for id, r := range e.resv {
 		if !r.fromPeer || r.peer != sender || r.key != key {
 			continue
 		}
 		if _, ok := keep[id]; !ok {
-			e.dropRow(id, r)
 			dst = append(dst, id)
 		}
 	}
+	e.dropSorted(dst[start:])
 	return dst
+}
+
+// dropSorted sorts ids (rows of e.resv) and drops them in that order, so the tracker and the
+// session leases change in an order that does not depend on map iteration.
+func (e *Engine) dropSorted(ids []string) {
+	slices.Sort(ids)
+	for _, id := range ids {
+		e.dropRow(id, e.resv[id])
+	}
 }
 
 // DropPeer frees every booking mirrored from a peer replica (it restarted, so its earlier
 // bookings will never see their lifecycle events). It returns how many were freed.
 func (e *Engine) DropPeer(sender string) int {
-	n := 0
+	var ids []string
 	for id, r := range e.resv {
 		if r.fromPeer && r.peer == sender {
-			e.dropRow(id, r)
-			n++
+			ids = append(ids, id)
 		}
 	}
-	return n
+	e.dropSorted(ids)
+	return len(ids)
 }

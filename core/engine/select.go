@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -344,6 +345,10 @@ func filter(cs []scored, req *SelectRequest) {
 		}
 	}
 	rc := req.RoutingConstraints
+	var prefOrder []string // rc.PreferredTaints' keys, sorted once per request
+	if rc != nil && len(rc.PreferredTaints) > 0 {
+		prefOrder = slices.Sorted(maps.Keys(rc.PreferredTaints))
+	}
 	for i := range cs {
 		s := &cs[i]
 		if allowed != nil {
@@ -362,7 +367,7 @@ func filter(cs []scored, req *SelectRequest) {
 			}
 		}
 		if len(rc.PreferredTaints) > 0 {
-			s.cost *= preferredTaintMultiplier(s.w.taints, rc.PreferredTaints)
+			s.cost *= preferredTaintMultiplier(s.w.taints, rc.PreferredTaints, prefOrder)
 		}
 	}
 }

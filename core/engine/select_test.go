@@ -182,7 +182,7 @@ func TestPreferredTaints(t *testing.T) {
 			}
 		}
 	}
-	if m := preferredTaintMultiplier(map[string]struct{}{"a": {}}, map[string]float32{"a": 1, "b": 3}); m < 0.4669 || m > 0.4671 {
+	if m := preferredTaintMultiplier(map[string]struct{}{"a": {}}, map[string]float32{"a": 1, "b": 3}, []string{"a", "b"}); m < 0.4669 || m > 0.4671 {
 		t.Fatalf("multiplier exp(-tanh(1)) = %v", m)
 	}
 }

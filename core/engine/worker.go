@@ -169,7 +169,7 @@ func checkSpec(s *WorkerSpec) error {
 		field string
 		v     map[string]string
 	}{{"kv_events_endpoints", s.KVEventsEndpoints}, {"router_hint_source_control_endpoints", s.RouterHintSourceControlEndpoints}} {
-		for k := range m.v {
+		for _, k := range slices.Sorted(maps.Keys(m.v)) { // the smallest bad key is reported
 			if _, err := strconv.ParseUint(k, 10, 32); err != nil {
 				return unprocessable("%s: invalid DP rank key %q: expected a u32", m.field, k)
 			}
@@ -190,9 +190,11 @@ func rankMap(m map[string]string) map[uint32]string {
 		return nil
 	}
 	out := make(map[uint32]string, len(m))
-	for k, v := range m {
+	// Keys in sorted order: "1" and "01" name one rank, and the last one written must not
+	// depend on map order.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		r, _ := strconv.ParseUint(k, 10, 32)
-		out[uint32(r)] = v
+		out[uint32(r)] = m[k]
 	}
 	return out
 }

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kvselect/kvselect/http/aibrix"
@@ -41,6 +44,13 @@ type Auth struct {
 	tokens atomic.Pointer[aibrix.Tokens]
 	denied atomic.Uint64
 	log    *slog.Logger
+
+	// reloadMu serialises Reload. The watcher calls Reload on every event in the file's
+	// directory (other files included), so Reload acts and logs only when the file's content
+	// or the failure changed: otherwise a log file in that directory would feed itself.
+	reloadMu sync.Mutex
+	loaded   [sha256.Size]byte // digest of the content the tokens in force came from
+	lastFail string            // the failure last logged ("" after a success)
 }
 
 // NewAuth loads the token file at path (one token per line; see aibrix.LoadTokens).
@@ -48,24 +58,48 @@ func NewAuth(path string, scope AuthScope, log *slog.Logger) (*Auth, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t, err := aibrix.LoadTokens(path)
+	data, t, err := loadTokens(path)
 	if err != nil {
 		return nil, err
 	}
-	a := &Auth{path: path, scope: scope, log: log}
+	a := &Auth{path: path, scope: scope, log: log, loaded: sha256.Sum256(data)}
 	a.tokens.Store(t)
 	return a, nil
 }
 
-// Reload re-reads the token file; on error the previous tokens stay in force.
-func (a *Auth) Reload() error {
-	t, err := aibrix.LoadTokens(a.path)
+// loadTokens is aibrix.LoadTokens that also returns the bytes read.
+func loadTokens(path string) ([]byte, *aibrix.Tokens, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		a.log.Error("auth token file reload failed; keeping the previous tokens", "path", a.path, "err", err)
+		return nil, nil, fmt.Errorf("%w: %w", aibrix.ErrInvalidTokens, err)
+	}
+	t, err := aibrix.ParseTokens(data)
+	if err != nil {
+		return data, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, t, nil
+}
+
+// Reload re-reads the token file; on error the previous tokens stay in force. A file whose
+// content is the one in force changes nothing and logs nothing; a failure is logged once until
+// the file changes (it is still returned every time).
+func (a *Auth) Reload() error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	data, t, err := loadTokens(a.path)
+	if err != nil {
+		if fail := err.Error() + "\x00" + string(data); fail != a.lastFail {
+			a.lastFail = fail
+			a.log.Error("auth token file reload failed; keeping the previous tokens", "path", a.path, "err", err)
+		}
 		return err
 	}
-	a.tokens.Store(t)
-	a.log.Info("auth token file reloaded", "path", a.path, "tokens", t.Len())
+	a.lastFail = ""
+	if d := sha256.Sum256(data); d != a.loaded {
+		a.loaded = d
+		a.tokens.Store(t)
+		a.log.Info("auth token file reloaded", "path", a.path, "tokens", t.Len())
+	}
 	return nil
 }
 

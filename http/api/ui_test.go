@@ -86,6 +86,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(alloc)
 	defer cancelBrowser()
+	requests := recordRequests(t, bctx)
 
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui?refresh=500"), chromedp.WaitVisible(`body[data-loaded="true"]`)); err != nil {
 		t.Fatalf("chromium: %v", err)
@@ -172,4 +173,7 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	checkStatusPageEscapes(t, bctx, srv.URL)
+	checkSameOriginOnly(t, requests(), srv.URL)
 }

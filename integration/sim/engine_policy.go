@@ -103,7 +103,7 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 		// rank between lifecycle events, so a newcomer finds them busy too.
 		if probe.Busy || p.queue.Len() > 0 {
 			req = p.request(id, slices.Clone(p.hs), probe.ISL)
-			p.queue.park(id, req, probe.ISL, probe.Cached)
+			p.queue.park(id, req, probe.ISL, probe.Cached, probe.ServiceMS, v.Now())
 			return Held
 		}
 	}

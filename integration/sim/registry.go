@@ -17,10 +17,11 @@ import (
 //	llm-d           llm-d's precise prefix-cache + KV-utilisation + queue profile (policy_llmd.go)
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
+//	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -41,13 +42,15 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
 			ec = KVSelectConfig()
 		case "kvselect-queue":
 			ec = KVSelectQueueConfig()
+		case "kvselect-aging":
+			ec = KVSelectAgingConfig()
 		}
 		sp, capacity, err := cfg.spec()
 		if err != nil {
@@ -77,5 +80,15 @@ func KVSelectQueueConfig() engine.Config {
 	c := engine.KVSelectDefaults()
 	threshold := 1.0
 	c.QueueThreshold, c.QueuePolicy = &threshold, "wspt"
+	return c
+}
+
+// KVSelectAgingConfig is kvselect's policy with the router queue at the same threshold as
+// KVSelectQueueConfig (one batch) in kvselect's aging order (router_queue_policy=aging):
+// earliest deadline first, a request's deadline being its arrival plus engine.AgingSlowdown
+// times its estimated prefill time at the learned speed.
+func KVSelectAgingConfig() engine.Config {
+	c := KVSelectQueueConfig()
+	c.QueuePolicy = engine.QueueAging
 	return c
 }

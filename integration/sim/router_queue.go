@@ -19,7 +19,9 @@ import (
 //     index and load of that moment;
 //   - fcfs serves the earliest arrival first, lcfs the latest, wspt the least uncached work
 //     (prompt tokens minus the longest prefix cached on an eligible rank, measured when parked;
-//     ties by arrival).
+//     ties by arrival), aging the earliest deadline, arrival + engine.AgingSlowdown × the
+//     request's estimated service time (engine.QueueProbe.ServiceMS, measured when parked),
+//     as core/queue.go orders it.
 //
 // Parked requests own their hash slices. waiting is a heap, best first at index 0.
 type routerQueue struct {
@@ -36,16 +38,19 @@ type parked struct {
 
 func newRouterQueue(order string) (*routerQueue, error) {
 	switch order {
-	case "", "fcfs", "lcfs", "wspt":
+	case "", "fcfs", "lcfs", "wspt", engine.QueueAging:
 		return &routerQueue{order: order}, nil
 	}
 	return nil, fmt.Errorf("sim: unknown router queue policy %q", order)
 }
 
-// park holds request id, which has isl prompt tokens of which cached are cached on some rank.
-func (q *routerQueue) park(id int, req engine.SelectRequest, isl, cached uint64) {
+// park holds request id, which arrived at now (simulated milliseconds) and has isl prompt tokens of which
+// cached are cached on some rank and an estimated service time of serviceMS.
+func (q *routerQueue) park(id int, req engine.SelectRequest, isl, cached uint64, serviceMS, now float64) {
 	var score float64
 	switch q.order {
+	case engine.QueueAging:
+		score = -(now + engine.AgingSlowdown*max(0, serviceMS))
 	case "lcfs":
 		score = float64(id) // ids are in arrival order
 	case "wspt":

@@ -17,12 +17,21 @@ import (
 // DefaultDebounce is how long events are coalesced before the callback runs.
 const DefaultDebounce = 100 * time.Millisecond
 
+// maxWaitFactor bounds how long a burst can postpone the callback: at most
+// maxWaitFactor*debounce after the burst's first event, however long events keep coming.
+const maxWaitFactor = 10
+
 // Watch watches path's directory until ctx is done and calls changed (from one goroutine, never
 // concurrently) after each burst of events in that directory. Events for other files in the
 // directory are included on purpose: a ConfigMap update touches only ..data and timestamped
 // directories, never the file's own name. onErr, when non-nil, receives watcher errors. Watch
 // returns once the watch is established (or failed to be); the loop runs in a goroutine that
 // ends with ctx, and done is closed when it has.
+//
+// Debouncing: the callback runs once the directory has been quiet for debounce, but no later
+// than 10*debounce after the first event it has not yet covered, so a neighbour that changes
+// continuously (a log file, a heartbeat) cannot postpone it forever. Every event is followed by
+// a callback that starts after it; no callback starts after done is closed.
 func Watch(ctx context.Context, path string, debounce time.Duration, changed func(), onErr func(error)) (done <-chan struct{}, err error) {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
@@ -43,6 +52,8 @@ func Watch(ctx context.Context, path string, debounce time.Duration, changed fun
 		t := time.NewTimer(time.Hour)
 		t.Stop()
 		defer t.Stop()
+		var first time.Time // first event not yet covered by a callback; zero when none
+		maxWait := maxWaitFactor * debounce
 		for {
 			select {
 			case <-ctx.Done():
@@ -51,7 +62,15 @@ func Watch(ctx context.Context, path string, debounce time.Duration, changed fun
 				if !ok {
 					return
 				}
-				t.Reset(debounce)
+				now := time.Now()
+				if first.IsZero() {
+					first = now
+				}
+				wait := debounce
+				if left := maxWait - now.Sub(first); left < wait {
+					wait = max(left, 0)
+				}
+				t.Reset(wait)
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -60,6 +79,10 @@ func Watch(ctx context.Context, path string, debounce time.Duration, changed fun
 					onErr(err)
 				}
 			case <-t.C:
+				first = time.Time{}
+				if ctx.Err() != nil {
+					return
+				}
 				changed()
 			}
 		}
