@@ -40,16 +40,18 @@ type Config struct {
 	// request's not yet booked ones, beyond its registered total_kv_blocks. A vLLM-style worker
 	// makes such a request wait or preempts a running one, which recomputes its context; the
 	// overflow is charged as that many blocks of prefill, times this weight
-	// (kvselect_pressure.go). 0 turns it off; ranks that did not register total_kv_blocks are
-	// never charged.
+	// (kvselect_pressure.go). Ranks that did not register total_kv_blocks are never charged.
+	// Default 0 (off); 1 is the principled value, used with DecodeContextWeight 1e-3 (README,
+	// "Pinned-KV pressure and decode load").
 	KVPressureWeight float64
 	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
 	// to every step of its rank (its KV read by decode attention), per context token, over the
 	// rank's prefill time per token (kvselect_decode.go). A decode step reads each context
 	// token's KV (2·layers·kv_heads·head_dim·bytes) at memory bandwidth, a prefill token costs
 	// 2·parameters FLOP at compute: Llama-3-8B on an H100 gives 131 KB / 3.35 TB/s over
-	// 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4. Default 1e-3; 0
-	// turns it off.
+	// 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4. Default 0
+	// (off); 1e-3 with KVPressureWeight 1 is the evaluated setting (README, "Pinned-KV pressure
+	// and decode load").
 	DecodeContextWeight float64
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
@@ -142,8 +144,6 @@ func DefaultConfig() Config {
 		AffinityQueueMS:          2000,
 		MissWorkWeight:           1,
 		EvictionWeight:           1,
-		KVPressureWeight:         1,
-		DecodeContextWeight:      1e-3,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
