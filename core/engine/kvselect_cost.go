@@ -15,7 +15,7 @@ import (
 //	                requests (they are cached or being computed, their KV events not yet in)
 //	own           = prefill_ms(isl − cached)
 //	β             = min(miss_work_weight, pending prefills per rank over the partition)
-//	occupancy     = the rank's indexed blocks / its total_kv_blocks (else / the fullest rank's)
+//	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
 //	                  kvselect_pressure.go)
