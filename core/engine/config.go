@@ -35,6 +35,24 @@ type Config struct {
 	// off.
 	MissWorkWeight float64
 	EvictionWeight float64
+	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
+	// overflow a rank's KV cache with pinned blocks: the rank's active (booked) blocks plus the
+	// request's not yet booked ones, beyond its registered total_kv_blocks. A vLLM-style worker
+	// makes such a request wait or preempts a running one, which recomputes its context; the
+	// overflow is charged as that many blocks of prefill, times this weight
+	// (kvselect_pressure.go). Ranks that did not register total_kv_blocks are never charged.
+	// Default 0 (off); 1 is the principled value, used with DecodeContextWeight 1e-3 (README,
+	// "Pinned-KV pressure and decode load").
+	KVPressureWeight float64
+	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
+	// to every step of its rank (its KV read by decode attention), per context token, over the
+	// rank's prefill time per token (kvselect_decode.go). A decode step reads each context
+	// token's KV (2·layers·kv_heads·head_dim·bytes) at memory bandwidth, a prefill token costs
+	// 2·parameters FLOP at compute: Llama-3-8B on an H100 gives 131 KB / 3.35 TB/s over
+	// 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4. Default 0
+	// (off); 1e-3 with KVPressureWeight 1 is the evaluated setting (README, "Pinned-KV pressure
+	// and decode load").
+	DecodeContextWeight float64
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
 	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges
@@ -177,6 +195,8 @@ func (c *Config) Validate() error {
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},
 		{"eviction_weight", c.EvictionWeight},
+		{"kv_pressure_weight", c.KVPressureWeight},
+		{"decode_context_weight", c.DecodeContextWeight},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

@@ -113,7 +113,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 		k.settle(tr.PendingPrefills(), nc)
 		ent := e.entriesOf(p, w)
 		invMax := 0.0
-		evict := w.eviction > 0
+		evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
 		if evict {
 			for _, n := range ent {
 				k.observeEntries(n)
@@ -121,13 +121,20 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 			invMax = k.invMax()
 		}
 		for i := range cost {
-			prefill, _, requests, pending, squares := tr.CountersAt(i)
+			prefill, active, requests, pending, squares := tr.CountersAt(i)
 			o := &ov[i]
 			occ := 0.0
 			if evict {
-				occ = occupancy(ent[i], p.cands[i].invCap, invMax)
+				occ = occupancy(ent[i], invMax)
 			}
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests)
+			invCap, invBudget := 0.0, 0.0
+			if pressure {
+				invCap = p.cands[i].invCap
+			}
+			if decode {
+				invBudget = p.cands[i].invBudget
+			}
+			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
 			cost[i] = c
 			if !draw || (elig != nil && !elig[i]) {
 				continue

@@ -141,6 +141,7 @@ func (tw *twin) upsert() (WorkerRecord, WorkerRecord, error, error) {
 	hint := r.IntN(3) == 0
 	capacity := r.IntN(3) == 0
 	taint := r.IntN(3) == 0
+	kvBlocks := r.IntN(3) // 0: total_kv_blocks not registered; else small, so caches fill
 	mk := func() WorkerSpec {
 		s := spec(id, dp(start, size))
 		if id == 6 {
@@ -158,6 +159,9 @@ func (tw *twin) upsert() (WorkerRecord, WorkerRecord, error, error) {
 		}
 		if taint {
 			s.Taints = []string{"gpu-a"}
+		}
+		if kvBlocks > 0 {
+			s.TotalKVBlocks = ptr(uint64(4 + kvBlocks*r.IntN(24)))
 		}
 		return s
 	}

@@ -15,8 +15,11 @@ import (
 //	                requests (they are cached or being computed, their KV events not yet in)
 //	own           = prefill_ms(isl − cached)
 //	β             = min(miss_work_weight, pending prefills per rank over the partition)
-//	occupancy     = the rank's indexed blocks / its total_kv_blocks (else / the fullest rank's)
+//	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
+//	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
+//	                  kvselect_pressure.go)
+//	                + decode (running contexts read every step it waits; kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
 //
@@ -60,14 +63,17 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		var invCap float64
-		if s.w != nil {
-			invCap = s.w.invKVCapacity()
-		}
-		occ = occupancy(s.entries, invCap, k.invMax())
+		occ = occupancy(s.entries, k.invMax())
+	}
+	invCap, invBudget := 0.0, 0.0
+	if k.w.pressure > 0 && s.w != nil {
+		invCap = s.w.invKVCapacity()
+	}
+	if k.w.decodeCtx > 0 && s.w != nil {
+		invBudget = s.w.invBatchBudget()
 	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
-		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests)
+		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
 // speedDeadband is the factor within which a rank's learned speed is priced as the prior (see
@@ -83,13 +89,19 @@ type kvselectTerms struct {
 	w   weights
 	bs  float64
 	isl float64
+	// islBlocks is the request's blocks, ⌈isl/bs⌉ (the pressure term).
+	islBlocks float64
 	// beta is β after settle; maxEntries the most blocks any rank holds in the index.
 	beta       float64
 	maxEntries int32
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
-	return kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl)}
+	k := kvselectTerms{w: w, bs: float64(blockSize), isl: float64(n.isl)}
+	if blockSize > 0 {
+		k.islBlocks = float64((uint64(n.isl) + uint64(blockSize) - 1) / uint64(blockSize))
+	}
+	return k
 }
 
 // observeEntries takes one rank's indexed blocks into the partition's maximum.
@@ -135,9 +147,11 @@ func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
 
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
 // occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
-// and count of pending prefills, and active requests. Products added to something are wrapped in
+// and count of pending prefills, active requests and active blocks, and 1/total_kv_blocks (0 =
+// unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
+// term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
@@ -156,6 +170,12 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	if occ > 0 {
 		// The blocks it stores, not the prefill's fixed overhead, are what evicts.
 		c += float64(float64(w.eviction*occ) * (own - sp.C))
+	}
+	if invCap > 0 {
+		c += k.pressureMS(active, booked, invCap, float64((1+k.beta)*sp.B))
+	}
+	if w.decodeCtx > 0 {
+		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, sp.B)
 	}
 	return c
 }

@@ -5,8 +5,7 @@ package engine
 // of other prompts — work someone recomputes later, in the common case that the evicted prefix
 // comes back (a conversation's or an agent session's next turn). The term weighs a rank's own
 // uncached prefill by its cache occupancy: the blocks the rank holds in the index (every tier)
-// over its registered total_kv_blocks, or, for a worker that did not register it, over the
-// most blocks any rank of the partition holds. New sessions then go where they displace the
+// over the most blocks any rank of the partition holds. New sessions then go where they displace the
 // least (SGLang's router sends unmatched requests to the worker with the smallest tree for the
 // same reason), and a conversation is not moved onto a rank whose cache it would churn.
 
@@ -32,12 +31,16 @@ func (w *worker) invKVCapacity() float64 {
 	return 0
 }
 
-// occupancy is a rank's cache occupancy in [0, 1] from its indexed blocks and 1/capacity (0 =
-// unknown: relative to the fullest rank, through invMax = 1/maxEntries, 0 when every rank is
-// empty).
-func occupancy(entries int32, invCap, invMax float64) float64 {
-	if invCap > 0 {
-		return min(1, float64(entries)*invCap)
-	}
+// occupancy is a rank's cache occupancy in [0, 1] relative to the partition's fullest rank:
+// its indexed blocks × invMax (1/the most blocks any rank holds, 0 when every rank is empty).
+//
+// Relative, not over total_kv_blocks: under load every cache is full, and occupancy over
+// capacity is 1 everywhere — the term then only multiplies every miss, the same on every rank,
+// and makes conversations stickier than their rank's queue warrants (in simulation that took an
+// overloaded agentic workload from 1.3× to 5.5× the best baseline's mean TTFT). Relative
+// occupancy keeps the term a comparison — a rank holding fewer blocks has more free or cold
+// space and displaces less — and room for pinned blocks, which registered capacity does
+// measure, is the pressure term's (kvselect_pressure.go).
+func occupancy(entries int32, invMax float64) float64 {
 	return float64(entries) * invMax
 }

@@ -43,6 +43,9 @@ type candidate struct {
 	// invCap is 1/total_kv_blocks of the worker, 0 when it registered none (the kvselect
 	// policy's occupancy, kvselect_eviction.go); cached here because every selection reads it.
 	invCap float64
+	// invBudget is 1/max_num_batched_tokens of the worker, 0 when it registered none (the
+	// kvselect policy's decode term, kvselect_decode.go); cached for the same reason.
+	invBudget float64
 }
 
 func (c candidate) owner() Owner { return Owner{Worker: c.w.id, Rank: c.rank} }
@@ -116,7 +119,7 @@ func (p *partition) rebuild() {
 			continue
 		}
 		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-			p.cands = append(p.cands, candidate{w: w, rank: r, invCap: w.invKVCapacity()})
+			p.cands = append(p.cands, candidate{w: w, rank: r, invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()})
 		}
 	}
 	slices.SortFunc(p.cands, func(a, b candidate) int {

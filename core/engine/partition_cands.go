@@ -60,7 +60,7 @@ func (p *partition) addCands(w *worker) {
 	add := make([]candidate, 0, n)
 	own := make([]Owner, 0, n)
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-		add = append(add, candidate{w: w, rank: r})
+		add = append(add, candidate{w: w, rank: r, invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()})
 		own = append(own, Owner{Worker: w.id, Rank: r})
 	}
 	p.cands = slices.Insert(p.cands, lo, add...)

@@ -146,6 +146,8 @@ type weights struct {
 	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
 	missWork                                                         float64 // cap of the queued-work weight of a miss (kvselect policy)
 	eviction                                                         float64 // weight of the eviction a miss causes (kvselect policy)
+	pressure                                                         float64 // weight of the pinned-KV overflow a placement causes (kvselect policy)
+	decodeCtx                                                        float64 // decode step time per context token over prefill time per token (kvselect policy)
 	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
 }
 
@@ -157,7 +159,7 @@ func (e *Engine) weightsFor(o *ConfigOverride) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
-		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, fixedSpeed: c.FixedPrefillModel,
+		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 	}
 	if o == nil {
 		return w

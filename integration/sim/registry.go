@@ -17,11 +17,13 @@ import (
 //	llm-d           llm-d's precise prefix-cache + KV-utilisation + queue profile (policy_llmd.go)
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
-//	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig)
+//	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
+//	                kvselect-pressure with the pinned-KV pressure and decode terms on
+//	                (KVSelectPressureConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -42,7 +44,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -51,6 +53,8 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectQueueConfig()
 		case "kvselect-aging":
 			ec = KVSelectAgingConfig()
+		case "kvselect-pressure":
+			ec = KVSelectPressureConfig()
 		}
 		sp, capacity, err := cfg.spec()
 		if err != nil {

@@ -1,0 +1,37 @@
+package engine
+
+// The decode term of the kvselect policy (kvselect_cost.go). A vLLM-style step runs the rank's
+// decodes with its prefill chunk, and decode attention reads every running request's whole
+// context each step: a rank serving many or long conversations has slow steps however short
+// its prefill queue. The prefill model (speed.go) prices scheduled tokens, not that; without
+// the term a rank full of running contexts looks idle to a request whose prefill is short
+// (a hot shared prefix makes most prefills short), and such requests pile onto it.
+//
+// The term is the context read over the steps the request waits for:
+//
+//	context  = active_blocks · block_size − active_prefill_tokens   (tokens; its booked contexts
+//	           less the prefill not yet computed — the router's own bookings, no worker report)
+//	steps    = 1 + (active_prefill_tokens + uncached) / max_num_batched_tokens
+//	decode   = decode_context_weight · B · context · steps    (ms; B the rank's per-token cost)
+//
+// A worker that did not register max_num_batched_tokens counts one step.
+
+// invBatchBudget is 1/max_num_batched_tokens of the worker, 0 when unknown.
+func (w *worker) invBatchBudget() float64 {
+	if m := deref(w.spec.MaxNumBatchedTokens, 0); m > 0 {
+		return 1 / float64(m)
+	}
+	return 0
+}
+
+// decodeMS is the decode term of one rank: active its active blocks, prefill its active prefill
+// tokens, uncached the request's uncached tokens there, invBudget 1/max_num_batched_tokens (0 =
+// one step), perTokenMS its priced B.
+func (k *kvselectTerms) decodeMS(active, prefill uint64, uncached, invBudget, perTokenMS float64) float64 {
+	ctx := float64(k.bs*float64(active)) - float64(prefill)
+	if !(k.w.decodeCtx > 0) || !(ctx > 0) {
+		return 0
+	}
+	steps := 1 + float64((float64(prefill)+uncached)*invBudget)
+	return float64(float64(k.w.decodeCtx*perTokenMS)*ctx) * steps
+}

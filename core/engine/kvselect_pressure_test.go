@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"testing"
+)
+
+// pressureFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20) on a kvselect engine
+// with kv_pressure_weight w (the eviction and decode terms off, to isolate it), caches 4 blocks of want's prompt on worker 1, and books there a
+// running (prefill complete) request of 19 other blocks: worker 1 holds the prefix but has room
+// for 1 more pinned block, worker 2 is empty.
+func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
+	t.Helper()
+	cfg := KVSelectDefaults()
+	cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeContextWeight = w, 0, 0
+	e := newEngine(t, &cfg)
+	for id := uint64(1); id <= 2; id++ {
+		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
+	}
+	store(t, e, Owner{Worker: 1}, want[:16])
+	run := selReq("running", toks(90_000, 76))
+	run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+	if _, err := e.SelectAndReserve(run, t0); err != nil {
+		t.Fatal(err)
+	}
+	noErr(t, e.PrefillCompleteAt("running", t0))
+	return e
+}
+
+// TestPressureMovesOffAFullRank: with the term off, the request goes to the rank holding its
+// prefix; with it on, the 7 blocks by which that rank's pinned blocks would exceed its capacity
+// (19 + 8 − 20) cost more than the 4 cached blocks save, and it goes to the empty rank.
+func TestPressureMovesOffAFullRank(t *testing.T) {
+	want := toks(1, 32)
+	for _, c := range []struct {
+		w      float64
+		worker uint64
+	}{{0, 1}, {1, 2}} {
+		e := pressureFleet(t, c.w, want)
+		r, err := e.Select(selReq("", want), t0)
+		noErr(t, err)
+		if r.WorkerID != c.worker {
+			t.Errorf("kv_pressure_weight %v: worker %d, want %d", c.w, r.WorkerID, c.worker)
+		}
+	}
+}
+
+// TestPressureTerm checks the term's arithmetic: zero with room, unknown capacity or weight 0;
+// the overflow in blocks × block size × per-token cost × weight otherwise, booked blocks not
+// counted twice.
+func TestPressureTerm(t *testing.T) {
+	k := kvselectTerms{w: weights{pressure: 2}, bs: 4, islBlocks: 8}
+	cases := []struct {
+		active uint64
+		booked int
+		invCap float64
+		want   float64
+	}{
+		{10, 0, 1.0 / 20, 0},               // 10 + 8 ≤ 20
+		{19, 0, 1.0 / 20, 2 * 0.5 * 4 * 7}, // 7 blocks over
+		{19, 3, 1.0 / 20, 2 * 0.5 * 4 * 4}, // 3 of the request's blocks already pinned there
+		{19, 0, 0, 0},                      // capacity unknown
+	}
+	for _, c := range cases {
+		if got := k.pressureMS(c.active, c.booked, c.invCap, 0.5); got != c.want {
+			t.Errorf("pressureMS(%d, %d, %v) = %v, want %v", c.active, c.booked, c.invCap, got, c.want)
+		}
+	}
+	k.w.pressure = 0
+	if got := k.pressureMS(19, 0, 1.0/20, 0.5); got != 0 {
+		t.Errorf("weight 0: %v", got)
+	}
+}
+
+// TestDecodeTerm checks the decode term's arithmetic: the booked context less the prefill not
+// yet computed, read once per step the request waits for (1 + queued and own prefill tokens
+// over the batch budget), at decode_context_weight × B per token; zero with weight 0 or no
+// context.
+func TestDecodeTerm(t *testing.T) {
+	k := kvselectTerms{w: weights{decodeCtx: 0.5}, bs: 4}
+	// 10 blocks = 40 tokens, 8 of them not yet prefilled: 32 context tokens; (8 + 8) / 16 = 1
+	// step beyond the first.
+	if got, want := k.decodeMS(10, 8, 8, 1.0/16, 2), 0.5*2*32*2.0; got != want {
+		t.Errorf("decodeMS = %v, want %v", got, want)
+	}
+	if got, want := k.decodeMS(10, 8, 8, 0, 2), 0.5*2*32*1.0; got != want {
+		t.Errorf("unknown budget: decodeMS = %v, want %v (one step)", got, want)
+	}
+	if got := k.decodeMS(2, 8, 8, 1.0/16, 2); got != 0 {
+		t.Errorf("no context: %v", got)
+	}
+	k.w.decodeCtx = 0
+	if got := k.decodeMS(10, 8, 8, 1.0/16, 2); got != 0 {
+		t.Errorf("weight 0: %v", got)
+	}
+}
+
+// TestDecodeTermSpreadsOffABusyRank: two empty-queued ranks, one running a long context (its
+// prefill complete): with the decode term off the costs tie on the pure prefill and the engine
+// draws; with it on every request goes to the idle rank.
+func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
+	for _, w := range []float64{0, 1e-3} {
+		cfg := KVSelectDefaults()
+		cfg.DecodeContextWeight, cfg.KVPressureWeight = w, 0
+		e := newEngine(t, &cfg)
+		for id := uint64(1); id <= 2; id++ {
+			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
+		}
+		run := selReq("running", toks(90_000, 4000))
+		run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+		if _, err := e.SelectAndReserve(run, t0); err != nil {
+			t.Fatal(err)
+		}
+		noErr(t, e.PrefillCompleteAt("running", t0))
+		onBusy := 0
+		for i := range 40 {
+			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
+			noErr(t, err)
+			if r.WorkerID == 1 {
+				onBusy++
+			}
+		}
+		if w > 0 && onBusy != 0 {
+			t.Errorf("decode_context_weight %v: %d of 40 on the busy rank, want 0", w, onBusy)
+		}
+		if w == 0 && (onBusy == 0 || onBusy == 40) {
+			t.Errorf("decode term off: %d of 40 on the busy rank, want a draw between tied ranks", onBusy)
+		}
+	}
+}
