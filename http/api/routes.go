@@ -24,29 +24,14 @@ func newRouteRecorder() *routeRecorder { return &routeRecorder{Router: httproute
 
 func (r *routeRecorder) add(method, path string) { r.routes = append(r.routes, Route{method, path}) }
 
-func (r *routeRecorder) GET(path string, h httprouter.Handle) {
-	r.add(http.MethodGet, path)
-	r.Router.GET(path, h)
-}
-func (r *routeRecorder) HEAD(path string, h httprouter.Handle) {
-	r.add(http.MethodHead, path)
-	r.Router.HEAD(path, h)
-}
-func (r *routeRecorder) POST(path string, h httprouter.Handle) {
-	r.add(http.MethodPost, path)
-	r.Router.POST(path, h)
-}
-func (r *routeRecorder) PUT(path string, h httprouter.Handle) {
-	r.add(http.MethodPut, path)
-	r.Router.PUT(path, h)
-}
-func (r *routeRecorder) PATCH(path string, h httprouter.Handle) {
-	r.add(http.MethodPatch, path)
-	r.Router.PATCH(path, h)
-}
+// The method shorthands all go through Handle, so every route is recorded exactly once.
+func (r *routeRecorder) GET(path string, h httprouter.Handle)   { r.Handle(http.MethodGet, path, h) }
+func (r *routeRecorder) HEAD(path string, h httprouter.Handle)  { r.Handle(http.MethodHead, path, h) }
+func (r *routeRecorder) POST(path string, h httprouter.Handle)  { r.Handle(http.MethodPost, path, h) }
+func (r *routeRecorder) PUT(path string, h httprouter.Handle)   { r.Handle(http.MethodPut, path, h) }
+func (r *routeRecorder) PATCH(path string, h httprouter.Handle) { r.Handle(http.MethodPatch, path, h) }
 func (r *routeRecorder) DELETE(path string, h httprouter.Handle) {
-	r.add(http.MethodDelete, path)
-	r.Router.DELETE(path, h)
+	r.Handle(http.MethodDelete, path, h)
 }
 func (r *routeRecorder) Handle(method, path string, h httprouter.Handle) {
 	r.add(method, path)
