@@ -47,6 +47,28 @@ func TestRecoveryFromLiveReplica(t *testing.T) {
 		return nil
 	})
 
+	// ZeroMQ's slow joiner: "active" means A's SUB is connected, not that the mock's PUB has its
+	// subscription yet, and the mock has no replay endpoint, so a batch published in between is
+	// lost for good. Serve fresh one-block canary prompts until one reaches A's index.
+	var canaries [][]uint32
+	waitFor(t, syncTimeout, func() error {
+		c := make([]uint32, 16)
+		for j := range c {
+			c[j] = uint32(900_000 + 16*len(canaries) + j)
+		}
+		canaries = append(canaries, c)
+		one := 1
+		if _, err := w.Serve(context.Background(), mockworker.Request{PromptTokenIDs: c, MaxTokens: &one}); err != nil {
+			return fmt.Errorf("%w: %v", poll.ErrStop, err)
+		}
+		for _, c := range canaries {
+			if deviceBlocks(t, a, c) == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("none of %d canary prompts reached A's index yet", len(canaries))
+	})
+
 	// Three conversations sharing a system prompt, served by the mock: it publishes the blocks.
 	prompts := make([][]uint32, 3)
 	for i := range prompts {
