@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The router queue's order (Dynamo's scheduling/policy_queue semantics). Requests are queued per
@@ -55,7 +56,7 @@ type waiter struct {
 	reserve bool
 	part    engine.PartitionKey
 	class   int
-	pinned  *engine.Owner // the lane of a pinned request; nil otherwise
+	pinned  *kvwire.Owner // the lane of a pinned request; nil otherwise
 	isl     uint64
 	cached  uint64
 	cost    uint64 // max(1, isl − cached)
@@ -118,7 +119,7 @@ type classQueue struct {
 type partQueue struct {
 	prof    *policyProfile
 	classes []classQueue // parallel to prof.classes
-	lanes   map[engine.Owner]*waitHeap
+	lanes   map[kvwire.Owner]*waitHeap
 	cursor  int  // the class deficit round robin visits first
 	carry   bool // the cursor class keeps a deficit: no new quantum on its next visit
 	n       int
@@ -203,9 +204,9 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	pq := q.part(w.part, prof)
 	cq := &pq.classes[class]
 	if pw := req.PinnedWorker; pw != nil {
-		w.pinned = &engine.Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
+		w.pinned = &kvwire.Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
 		if pq.lanes == nil {
-			pq.lanes = map[engine.Owner]*waitHeap{}
+			pq.lanes = map[kvwire.Owner]*waitHeap{}
 		}
 		lane := pq.lanes[*w.pinned]
 		if lane == nil {
@@ -233,7 +234,7 @@ func (q *routerQueue) waiting(k engine.PartitionKey, class int, pinned *engine.P
 		return false
 	}
 	if pinned != nil {
-		lane := pq.lanes[engine.Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
+		lane := pq.lanes[kvwire.Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
 		return lane != nil && lane.Len() > 0
 	}
 	return class < len(pq.classes) && pq.classes[class].heap.Len() > 0
@@ -346,7 +347,7 @@ func (q *routerQueue) nextLane(k engine.PartitionKey, dispatchable func(*waiter)
 	if pq == nil || len(pq.lanes) == 0 {
 		return nil
 	}
-	owners := slices.SortedFunc(maps.Keys(pq.lanes), engine.Owner.Compare)
+	owners := slices.SortedFunc(maps.Keys(pq.lanes), kvwire.Owner.Compare)
 	for _, o := range owners {
 		if w := (*pq.lanes[o])[0]; dispatchable(w) {
 			return w

@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
+	"github.com/nats-io/nats.go"
 )
 
 // BusReplicator connects a Service to its peers over NATS: local admissions, prefill
@@ -214,7 +214,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 	}
 	br.svc.ApplyAffinity(&engine.AffinityEvent{
 		Partition: engine.PartitionKey{Model: a.Model, Group: a.Group}, SessionID: a.SessionID,
-		Owner: engine.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
+		Owner: kvwire.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
 	})
 }
 
@@ -222,7 +222,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	ev := engine.ReplicaEvent{
 		Partition: engine.PartitionKey{Model: lc.Model, Group: lc.Group}, BlockSize: lc.BlockSize,
-		RequestID: lc.RequestID, Owner: engine.Owner{Worker: lc.Worker, Rank: lc.Rank}, Sender: lc.Sender,
+		RequestID: lc.RequestID, Owner: kvwire.Owner{Worker: lc.Worker, Rank: lc.Rank}, Sender: lc.Sender,
 	}
 	switch lc.Kind {
 	case bus.LifecycleAdd:

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them (and, for transport
@@ -49,18 +49,6 @@ func ParseKey(key string) (Partition, error) {
 	return Partition{Model: m, Group: g}, nil
 }
 
-// Tier is a storage tier of the recovery format: the engine's radix tier (device, host_pinned,
-// disk, external), with the same wire names.
-type Tier = radix.Tier
-
-// Storage tiers in match order.
-const (
-	TierDevice     = radix.TierDevice
-	TierHostPinned = radix.TierHostPinned
-	TierDisk       = radix.TierDisk
-	TierExternal   = radix.TierExternal
-)
-
 // EventKind is the variant of a RouterEvent's data.
 type EventKind uint8
 
@@ -90,7 +78,7 @@ type Block struct {
 type RouterEvent struct {
 	WorkerID  uint64
 	DPRank    uint32
-	Tier      Tier
+	Tier      kvwire.Tier
 	EventID   uint64
 	Kind      EventKind
 	Parent    uint64 // stored: the owner's block the chain hangs under, iff HasParent

@@ -3,6 +3,8 @@ package kvevents
 import (
 	"bytes"
 	"strings"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Kind is the type of one KV event.
@@ -42,62 +44,50 @@ func (k Kind) String() string {
 	return "Invalid"
 }
 
-// Medium is the storage tier an event refers to.
-type Medium uint8
-
-// Storage tiers, in the router's query order. Absent or unknown medium
-// strings map to MediumDevice.
-const (
-	MediumDevice Medium = iota
-	MediumHostPinned
-	MediumDisk
-	MediumExternal
-)
-
 // ParseMedium maps a wire medium string to a tier (ASCII case-insensitive):
 // GPU/DEVICE → device; CPU/CPU_PINNED/CPU_TIER1 → host pinned;
 // CPU_TIER2/DISK/NVME → disk; EXTERNAL/NETWORK/REMOTE/SHARED → external;
-// anything else (including "") → device.
-func ParseMedium(s string) Medium {
+// anything else (including "") → device. The tiers are kvwire's, in the router's query order.
+func ParseMedium(s string) kvwire.Tier {
 	for _, m := range mediumNames {
 		if strings.EqualFold(s, m.name) {
 			return m.medium
 		}
 	}
-	return MediumDevice
+	return kvwire.TierDevice
 }
 
 // parseMediumBytes is ParseMedium for decoder scratch bytes (no allocation).
-func parseMediumBytes(s []byte) Medium {
+func parseMediumBytes(s []byte) kvwire.Tier {
 	for _, m := range mediumNames {
 		if bytes.EqualFold(s, []byte(m.name)) {
 			return m.medium
 		}
 	}
-	return MediumDevice
+	return kvwire.TierDevice
 }
 
 // mediumNames lists the non-device medium spellings seen in vLLM, SGLang,
 // the offloading connectors and Dynamo; "GPU"/"DEVICE" and anything else
-// fall through to MediumDevice.
+// fall through to kvwire.TierDevice.
 var mediumNames = [...]struct {
 	name   string
-	medium Medium
+	medium kvwire.Tier
 }{
-	{"CPU", MediumHostPinned}, {"CPU_PINNED", MediumHostPinned}, {"CPU_TIER1", MediumHostPinned},
-	{"CPU_TIER2", MediumDisk}, {"DISK", MediumDisk}, {"NVME", MediumDisk},
-	{"EXTERNAL", MediumExternal}, {"NETWORK", MediumExternal}, {"REMOTE", MediumExternal}, {"SHARED", MediumExternal},
+	{"CPU", kvwire.TierHostPinned}, {"CPU_PINNED", kvwire.TierHostPinned}, {"CPU_TIER1", kvwire.TierHostPinned},
+	{"CPU_TIER2", kvwire.TierDisk}, {"DISK", kvwire.TierDisk}, {"NVME", kvwire.TierDisk},
+	{"EXTERNAL", kvwire.TierExternal}, {"NETWORK", kvwire.TierExternal}, {"REMOTE", kvwire.TierExternal}, {"SHARED", kvwire.TierExternal},
 }
 
-// String returns the canonical wire string of m: "GPU", "CPU_PINNED",
+// MediumString returns the canonical wire string of tier m: "GPU", "CPU_PINNED",
 // "DISK" or "EXTERNAL".
-func (m Medium) String() string {
+func MediumString(m kvwire.Tier) string {
 	switch m {
-	case MediumHostPinned:
+	case kvwire.TierHostPinned:
 		return "CPU_PINNED"
-	case MediumDisk:
+	case kvwire.TierDisk:
 		return "DISK"
-	case MediumExternal:
+	case kvwire.TierExternal:
 		return "EXTERNAL"
 	}
 	return "GPU"
@@ -165,7 +155,7 @@ type Event struct {
 	BlockSize int
 
 	// Medium is the storage tier (device when absent).
-	Medium Medium
+	Medium kvwire.Tier
 	// LoraName is the adapter name ("" when none); CacheSalt the cache
 	// namespace from a map event's cache_salt or SGLang's metadata element.
 	LoraName, CacheSalt string

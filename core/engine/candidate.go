@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // RankLoad is one rank's active load: queued prefill tokens (and, for time models, the count
@@ -16,7 +17,7 @@ type RankLoad = load.RankLoad
 // Ownership: a Candidate lives in the engine's scratch memory and is valid only during the call
 // that receives it; implementations must not retain it (or Worker's maps) or modify it.
 type Candidate struct {
-	Owner
+	kvwire.Owner
 	// Worker is the worker's catalog view (shared, immutable; never modify its maps).
 	Worker *WorkerInfo
 	// Tiered prefix overlap with the request, in blocks (Mooncake "cumulative" semantics):

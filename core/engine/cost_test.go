@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // workedExample builds spec §5.3's example through the public API: three workers, a 10-block
@@ -25,7 +27,7 @@ func workedExample(t testing.TB, cfg *Config) (*Engine, []uint32) {
 	prompt := toks(0, 40)
 	for id, overlap := range map[uint64]int{1: 2, 2: 5, 3: 8} {
 		mustUpsert(t, e, spec(id))
-		store(t, e, Owner{Worker: id}, prompt[:overlap*4])
+		store(t, e, kvwire.Owner{Worker: id}, prompt[:overlap*4])
 	}
 	for id, active := range map[uint64]float64{2: 5, 3: 9} {
 		sid := string(rune('a' + id))

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The selection fast path. Most selections carry no taint constraint, pin or affinity target,
@@ -193,7 +194,7 @@ func (f *fastScratch) allowedMask(p *partition, allowed []uint64) []bool {
 	clear(m)
 	for _, id := range allowed {
 		// A worker's ranks are contiguous in the (worker, rank)-sorted candidate list.
-		i, _ := slices.BinarySearchFunc(p.owners, id, func(o Owner, id uint64) int { return cmp.Compare(o.Worker, id) })
+		i, _ := slices.BinarySearchFunc(p.owners, id, func(o kvwire.Owner, id uint64) int { return cmp.Compare(o.Worker, id) })
 		for ; i < len(p.owners) && p.owners[i].Worker == id; i++ {
 			m[i] = true
 		}
@@ -212,7 +213,7 @@ func (e *Engine) boundFast(p *partition, session string, elig []bool) int {
 	if !ok {
 		return -1
 	}
-	j, found := slices.BinarySearchFunc(p.owners, b.owner, Owner.Compare)
+	j, found := slices.BinarySearchFunc(p.owners, b.owner, kvwire.Owner.Compare)
 	if !found {
 		delete(p.sessions, session)
 		return -1

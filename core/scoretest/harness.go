@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Cases is the number of generated inputs per check.
@@ -48,7 +49,7 @@ func gen(rng *rand.Rand, n int) *fixture {
 			ActiveRequests: rng.IntN(100), PendingPrefills: rng.IntN(10),
 		}
 		f.loads[i].PrefillSquares = f.loads[i].ActivePrefillTokens * f.loads[i].ActivePrefillTokens / uint64(max(1, f.loads[i].PendingPrefills))
-		o := engine.Owner{Worker: uint64(i/4 + 1), Rank: uint32(i % 4)}
+		o := kvwire.Owner{Worker: uint64(i/4 + 1), Rank: uint32(i % 4)}
 		f.loads[i].Owner.Worker, f.loads[i].Owner.Rank = o.Worker, o.Rank
 		f.cands[i] = engine.Candidate{
 			Owner: o, DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk),

@@ -1,6 +1,10 @@
 package load
 
-import "math"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Ordinal access: the selection hot path of the engine scores every owner of a
 // partition on every request. Instead of copying every owner's RankLoad and
@@ -22,9 +26,9 @@ import "math"
 func (t *Tracker) Version() uint64 { return t.version }
 
 // OwnerAt returns the owner at ordinal i, and false when i is out of range.
-func (t *Tracker) OwnerAt(i int) (Owner, bool) {
+func (t *Tracker) OwnerAt(i int) (kvwire.Owner, bool) {
 	if uint(i) >= uint(len(t.ids)) {
-		return Owner{}, false
+		return kvwire.Owner{}, false
 	}
 	return t.ids[i], true
 }

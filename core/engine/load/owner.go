@@ -1,32 +1,14 @@
 package load
 
-import "slices"
+import (
+	"slices"
 
-// Owner is one schedulable unit of a partition: a worker and one of its
-// global data-parallel ranks. Owners order by (Worker, Rank).
-type Owner struct {
-	Worker uint64
-	Rank   uint32
-}
-
-// Compare orders owners by Worker, then Rank; it returns -1, 0 or +1.
-func (o Owner) Compare(p Owner) int {
-	switch {
-	case o.Worker < p.Worker:
-		return -1
-	case o.Worker > p.Worker:
-		return 1
-	case o.Rank < p.Rank:
-		return -1
-	case o.Rank > p.Rank:
-		return 1
-	}
-	return 0
-}
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // RankLoad is the load of one owner as the cost function and /loads see it.
 type RankLoad struct {
-	Owner Owner
+	Owner kvwire.Owner
 	// ActivePrefillTokens is the sum of PrefillTokens of the owner's live
 	// bookings whose prefill has not completed.
 	ActivePrefillTokens uint64
@@ -50,7 +32,7 @@ type RankLoad struct {
 // Tracker.owners; a slot is stable for the owner's lifetime and reused only
 // after RemoveOwner has released every trie entry and booking that named it.
 type ownerState struct {
-	id   Owner
+	id   kvwire.Owner
 	live bool
 	// prefill is the sum of prefill of the owner's live bookings; pending counts those with
 	// outstanding prefill and squares sums their prefill², capped per booking by sqCap.
@@ -69,7 +51,7 @@ type ownerState struct {
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
 // idempotent: adding a known owner changes nothing. Cost O(owners).
-func (t *Tracker) AddOwner(o Owner) {
+func (t *Tracker) AddOwner(o kvwire.Owner) {
 	if _, ok := t.slots[o]; ok {
 		return
 	}
@@ -89,7 +71,7 @@ func (t *Tracker) AddOwner(o Owner) {
 	st.speed.est.reset(t.defaultSpeed)
 	t.slots[o] = slot
 
-	at, _ := slices.BinarySearchFunc(t.ids, o, Owner.Compare)
+	at, _ := slices.BinarySearchFunc(t.ids, o, kvwire.Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
 	t.speeds = slices.Insert(t.speeds, at, st.speed.est.cur)
@@ -101,7 +83,7 @@ func (t *Tracker) AddOwner(o Owner) {
 // released, its prefill and output blocks forgotten) and o becomes unknown.
 // It returns the ids of those bookings in ascending order, or nil when o was
 // not known. Later lifecycle calls for those ids return ErrNotFound.
-func (t *Tracker) RemoveOwner(o Owner) []string {
+func (t *Tracker) RemoveOwner(o kvwire.Owner) []string {
 	slot, ok := t.slots[o]
 	if !ok {
 		return nil
@@ -129,7 +111,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 }
 
 // HasOwner reports whether o is known (added and not removed).
-func (t *Tracker) HasOwner(o Owner) bool {
+func (t *Tracker) HasOwner(o kvwire.Owner) bool {
 	_, ok := t.slots[o]
 	return ok
 }
@@ -146,7 +128,7 @@ func (t *Tracker) renumber(from int) {
 }
 
 // Load returns o's current load. An unknown owner has zero load.
-func (t *Tracker) Load(o Owner) RankLoad {
+func (t *Tracker) Load(o kvwire.Owner) RankLoad {
 	slot, ok := t.slots[o]
 	if !ok {
 		return RankLoad{Owner: o}
