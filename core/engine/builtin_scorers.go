@@ -42,7 +42,7 @@ func (d dynamoScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 func KVSelectScorer(cfg Config) Scorer {
 	return kvselectScorer{w: weights{credit: cfg.OverlapScoreCredit, host: cfg.HostCacheHitWeight, disk: cfg.DiskCacheHitWeight,
 		reqWeight: cfg.DecodeActiveRequestWeight, modelA: cfg.PrefillModelA, modelB: cfg.PrefillModelB, modelC: cfg.PrefillModelC,
-		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS, kvselect: true,
+		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS, policy: kvselectPolicy{},
 		missWork: cfg.MissWorkWeight, eviction: cfg.EvictionWeight, pressure: cfg.KVPressureWeight, decodeCtx: cfg.DecodeContextWeight, fixedSpeed: cfg.FixedPrefillModel}}
 }
 

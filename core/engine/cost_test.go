@@ -243,7 +243,7 @@ func TestCostsMatchSpec(t *testing.T) {
 			cs[i].Load.ActiveRequests = rng.IntN(10)
 			minActive = min(minActive, cs[i].Load.ActivePrefillTokens)
 		}
-		costs(cs, &n, bs, w)
+		w.policy.costs(cs, n, bs, w)
 		for i := range cs {
 			want := costSpec(cs[i], n.isl, bs, w, minActive, nseq)
 			if math.Abs(cs[i].cost-want) > 1e-9*math.Max(1, math.Abs(want)) {

@@ -19,8 +19,8 @@ import (
 // allowed_worker_ids become an eligibility mask; a live session binding whose rank is eligible
 // wins outright, as in the general path, and then no tie-break is drawn.
 //
-// chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
-// kvselectTerms) from compact per-rank arrays instead:
+// chooseFast computes exactly the same costs (the selection policy prices both paths; policy.go)
+// from compact per-rank arrays instead:
 //
 //   - tiered overlap scattered by the index match (radix.MatchSlots) into one record per rank;
 //   - booked prefix lengths written by the load tracker straight into a per-ordinal array
@@ -53,6 +53,7 @@ type fastScratch struct {
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
+	ranks    fastRanks // the policy's view of the current selection
 }
 
 // fastEligible reports whether the request can take the fast path: nothing custom or
@@ -101,80 +102,15 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	// A live session binding wins outright when its rank is an eligible candidate; then nothing
 	// is drawn. A binding whose rank is gone is dropped (boundCandidate's rules).
 	bound := e.boundFast(p, sel.session, elig)
-	draw := bound < 0
 
 	// Cost of every rank, and the default picker fused into the same pass: pick's running
 	// arg-min visits the ranks in the same order and draws at the same ties.
-	cost := resize(f.cost, nc)
-	f.cost = cost
-	tr := p.tracker
-	pick := argmin{best: bound, rng: e.rng}
-	if w.kvselect {
-		k := newKVSelectTerms(n, p.blockSize, w)
-		k.settle(tr.PendingPrefills(), nc)
-		ent := e.entriesOf(p, w)
-		invMax := 0.0
-		evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
-		if evict {
-			for _, n := range ent {
-				k.observeEntries(n)
-			}
-			invMax = k.invMax()
-		}
-		for i := range cost {
-			prefill, active, requests, pending, squares := tr.CountersAt(i)
-			o := &ov[i]
-			occ := 0.0
-			if evict {
-				occ = occupancy(ent[i], invMax)
-			}
-			invCap, invBudget := 0.0, 0.0
-			if pressure {
-				invCap = p.cands[i].invCap
-			}
-			if decode {
-				invBudget = p.cands[i].invBudget
-			}
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
-			cost[i] = c
-			if !draw || (elig != nil && !elig[i]) {
-				continue
-			}
-			if pick.better(c) {
-				pick.best, pick.ties, pick.cost = i, 1, c
-			} else if c == pick.cost {
-				pick.tie(i)
-			}
-		}
-	} else {
-		k := newDynamoTerms(n, p.blockSize, w)
-		if k.decaying {
-			for i := range cost {
-				prefill, _, _, _, _ := tr.CountersAt(i)
-				k.minActive = min(k.minActive, prefill)
-			}
-		}
-		// The dispatch of dynamoTerms.cost, with simpleCost inlined.
-		for i := range cost {
-			prefill, blocks, requests, _, _ := tr.CountersAt(i)
-			o := &ov[i]
-			var c float64
-			if o[1]|o[2]|o[3] == 0 && k.simple {
-				c = k.simpleCost(o[0], int(booked[i]), prefill, blocks, requests)
-			} else {
-				c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
-			}
-			cost[i] = c
-			if !draw || (elig != nil && !elig[i]) {
-				continue
-			}
-			if pick.better(c) {
-				pick.best, pick.ties, pick.cost = i, 1, c
-			} else if c == pick.cost {
-				pick.tie(i)
-			}
-		}
-	}
+	f.cost = resize(f.cost, nc)
+	r := &f.ranks
+	*r = fastRanks{e: e, p: p, n: n, w: w, ov: ov, booked: booked, cost: f.cost, elig: elig, draw: bound < 0,
+		pick: argmin{best: bound, rng: e.rng}}
+	w.policy.fast(r)
+	pick := r.pick
 	if pick.best < 0 {
 		return errorf(ErrNoEndpoints, "no endpoints available to route work")
 	}

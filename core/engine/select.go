@@ -255,7 +255,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		sc.w, sc.eligible, sc.cost = c.w, true, 0
 		sc.entries = ent[i]
 	}
-	costs(cs, n, p.blockSize, w)
+	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
 }
 
@@ -280,7 +280,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	for i := range p.cands {
 		c := &p.cands[i]
 		cs[i] = scored{Candidate: Candidate{Owner: kvwire.Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
-		if w.kvselect && w.eviction > 0 {
+		if w.kvselect() && w.eviction > 0 {
 			cs[i].entries = int32(min(p.index.OwnerEntries(cs[i].Owner), 1<<31-1))
 		}
 	}
@@ -308,7 +308,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 			}
 		}
 	}
-	costs(cs, n, p.blockSize, w)
+	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
 }
 
