@@ -7,10 +7,6 @@ import (
 	"github.com/kvselect/kvselect/kvwire"
 )
 
-// RankLoad is one rank's active load: queued prefill tokens (and, for time models, the count
-// and sum of squares of pending prefills), active KV blocks and live requests.
-type RankLoad = load.RankLoad
-
 // Candidate is what the cost function — and custom Scorers — see of one schedulable
 // (worker, DP rank) during a selection.
 //
@@ -28,7 +24,7 @@ type Candidate struct {
 	// (cached or being computed; their KV events may not have arrived yet).
 	BookedPrefixBlocks int
 	// Load is the rank's active load before this request.
-	Load *RankLoad
+	Load *load.RankLoad
 }
 
 // WorkerInfo is an immutable snapshot of a worker's catalog record for scorers.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/kvwire"
 )
 
@@ -237,7 +238,7 @@ func TestCostsMatchSpec(t *testing.T) {
 			dev := rng.IntN(nseq + 1)
 			host := rng.IntN(nseq - dev + 1)
 			disk := rng.IntN(nseq - dev - host + 1)
-			cs[i] = scored{eligible: true, Candidate: Candidate{DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk), BookedPrefixBlocks: rng.IntN(nseq + 1), Load: new(RankLoad)}}
+			cs[i] = scored{eligible: true, Candidate: Candidate{DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk), BookedPrefixBlocks: rng.IntN(nseq + 1), Load: new(load.RankLoad)}}
 			cs[i].Load.ActivePrefillTokens = uint64(rng.IntN(5000))
 			cs[i].Load.ActiveBlocks = uint64(cs[i].BookedPrefixBlocks + rng.IntN(100))
 			cs[i].Load.ActiveRequests = rng.IntN(10)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/core/engine/radix"
 	"github.com/kvselect/kvselect/kvwire"
 )
@@ -46,10 +47,10 @@ type fastScratch struct {
 	ov      []radix.Counts // tiered overlap: device, host, disk, external (blocks)
 	booked  []uint32
 	cost    []float64
-	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
-	elig    []bool     // allowed_worker_ids mask (allowedMask)
-	loads   []RankLoad // loads of the materialised ranks only
-	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
+	entries []int32         // blocks each rank holds in the index (kvselect policy's eviction term)
+	elig    []bool          // allowed_worker_ids mask (allowedMask)
+	loads   []load.RankLoad // loads of the materialised ranks only
+	cands   []scored        // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64

@@ -1,6 +1,10 @@
 package engine
 
-import "math"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+)
 
 // The cost function (spec §5.2–§5.3). Lower is better. For each eligible (worker, rank):
 //
@@ -102,7 +106,7 @@ func newDynamoTerms(n *normalized, blockSize uint32, w weights) dynamoTerms {
 // amd64 (no FMA at the default GOAMD64=v1) this changes nothing; on architectures with FMA it
 // keeps costs — and therefore decisions — identical across architectures and across the call
 // sites that inline simpleCost.
-func (k *dynamoTerms) cost(dev, host, disk int32, booked int, l *RankLoad) float64 {
+func (k *dynamoTerms) cost(dev, host, disk int32, booked int, l *load.RankLoad) float64 {
 	if host|disk == 0 && k.simple {
 		return k.simpleCost(dev, booked, l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests)
 	}
