@@ -30,7 +30,7 @@ func goldenMessages() map[string]Message {
 			Add: &AddData{
 				TokenSequence: []uint64{1, 300, 0xdeadbeefcafebabe},
 				TrackPrefill:  true, PrefillTokens: 4096,
-				ExpectedOutputTokens: 128, HasExpectedOutput: true,
+				ExpectedOutputTokens: new(uint32(128)),
 				LoraName: "adapter-a", ISL: 4100,
 			},
 		},
@@ -203,6 +203,12 @@ func encodeTree(t testing.TB, v any) []byte {
 
 // naiveTree is the reference layout of m as generic values.
 func naiveTree(m Message) any {
+	orNilP := func(v *uint32) any {
+		if v == nil {
+			return nil
+		}
+		return *v
+	}
 	orNil := func(has bool, v uint32) any {
 		if has {
 			return v
@@ -219,7 +225,7 @@ func naiveTree(m Message) any {
 				toks = []uint64{}
 			}
 			add = []any{toks, m.Add.TrackPrefill, m.Add.PrefillTokens,
-				orNil(m.Add.HasExpectedOutput, m.Add.ExpectedOutputTokens), m.Add.LoraName, m.Add.ISL}
+				orNilP(m.Add.ExpectedOutputTokens), m.Add.LoraName, m.Add.ISL}
 		}
 		body = []any{m.Model, m.Group, m.BlockSize, m.RequestID, m.Worker, m.Rank, uint8(m.Kind), add}
 	case *Affinity:
@@ -269,9 +275,9 @@ func randMessage(r *rand.Rand) Message {
 			Rank: uint32(randUint(r)), Kind: LifecycleKind(1 + r.IntN(3))}
 		if l.Kind == LifecycleAdd {
 			a := &AddData{TrackPrefill: r.IntN(2) == 0, PrefillTokens: randUint(r),
-				LoraName: randString(r, 8), ISL: randUint(r), HasExpectedOutput: r.IntN(2) == 0}
-			if a.HasExpectedOutput {
-				a.ExpectedOutputTokens = uint32(randUint(r))
+				LoraName: randString(r, 8), ISL: randUint(r)}
+			if r.IntN(2) == 0 {
+				a.ExpectedOutputTokens = new(uint32(randUint(r)))
 			}
 			for i := r.IntN(70); i > 0; i-- {
 				a.TokenSequence = append(a.TokenSequence, randUint(r))
@@ -339,7 +345,7 @@ func TestDecodeIntoReusesSlices(t *testing.T) {
 	big, _ := Marshal(goldenMessages()["lifecycle_add"])
 	free, _ := Marshal(goldenMessages()["lifecycle_free"])
 	var ev Lifecycle
-	ev.Add = &AddData{TokenSequence: make([]uint64, 0, 8), LoraName: "stale", HasExpectedOutput: true}
+	ev.Add = &AddData{TokenSequence: make([]uint64, 0, 8), LoraName: "stale", ExpectedOutputTokens: new(uint32(9))}
 	backing := &ev.Add.TokenSequence[:1][0]
 	d := NewDecoder()
 	if err := d.DecodeInto(big, &ev); err != nil {

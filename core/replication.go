@@ -182,10 +182,7 @@ func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 		a := ev.Add
 		lc.Add = &bus.AddData{
 			TokenSequence: a.TokenSequence, TrackPrefill: a.TrackPrefill, PrefillTokens: a.PrefillTokens,
-			LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish,
-		}
-		if a.ExpectedOutputTokens != nil {
-			lc.Add.ExpectedOutputTokens, lc.Add.HasExpectedOutput = *a.ExpectedOutputTokens, true
+			ExpectedOutputTokens: a.ExpectedOutputTokens, LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish,
 		}
 	case engine.LifecyclePrefillComplete:
 		lc.Kind = bus.LifecyclePrefillComplete
@@ -231,13 +228,8 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		}
 		ev.Kind = engine.LifecycleAdd
 		ev.Add = &engine.ReplicaAdd{
-			TokenSequence: lc.Add.TokenSequence, TrackPrefill: lc.Add.TrackPrefill,
-			PrefillTokens: lc.Add.PrefillTokens, LoraName: lc.Add.LoraName, ISL: lc.Add.ISL,
-			Republish: lc.Add.Republish,
-		}
-		if lc.Add.HasExpectedOutput {
-			v := lc.Add.ExpectedOutputTokens
-			ev.Add.ExpectedOutputTokens = &v
+			TokenSequence: lc.Add.TokenSequence, TrackPrefill: lc.Add.TrackPrefill, PrefillTokens: lc.Add.PrefillTokens,
+			ExpectedOutputTokens: lc.Add.ExpectedOutputTokens, LoraName: lc.Add.LoraName, ISL: lc.Add.ISL, Republish: lc.Add.Republish,
 		}
 	case bus.LifecyclePrefillComplete:
 		ev.Kind = engine.LifecyclePrefillComplete
