@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -43,16 +44,15 @@ func (k LifecycleKind) String() string {
 //	[ model str, group str, block_size u32, request_id str,
 //	  worker u64, rank u32, kind u8, add (nil | AddData array) ]
 type Lifecycle struct {
-	Sender    string // replica id of the publisher; set by the Replicator
-	BootID    uint64 // per-process boot id of the publisher; set by the Replicator
-	Model     string
-	Group     string // routing group
-	BlockSize uint32
-	RequestID string
-	Worker    uint64
-	Rank      uint32 // data-parallel rank
-	Kind      LifecycleKind
-	Add       *AddData // present for LifecycleAdd only
+	Sender       string // replica id of the publisher; set by the Replicator
+	BootID       uint64 // per-process boot id of the publisher; set by the Replicator
+	Model        string
+	Group        string // routing group
+	BlockSize    uint32
+	RequestID    string
+	kvwire.Owner // the booked worker and data-parallel rank
+	Kind         LifecycleKind
+	Add          *AddData // present for LifecycleAdd only
 }
 
 // AddData is the admission payload of a [LifecycleAdd] event.

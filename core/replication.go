@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
-	"github.com/kvselect/kvselect/kvwire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -174,7 +173,7 @@ func (br *BusReplicator) Publish(ev *engine.ReplicaEvent) {
 func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 	lc := &bus.Lifecycle{
 		Model: ev.Partition.Model, Group: ev.Partition.Group, BlockSize: ev.BlockSize,
-		RequestID: ev.RequestID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank,
+		RequestID: ev.RequestID, Owner: ev.Owner,
 	}
 	switch ev.Kind {
 	case engine.LifecycleAdd:
@@ -198,7 +197,7 @@ func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 func (br *BusReplicator) PublishAffinity(ev *engine.AffinityEvent) {
 	br.r.PublishAffinity(&bus.Affinity{
 		Model: ev.Partition.Model, Group: ev.Partition.Group, SessionID: ev.SessionID,
-		Worker: ev.Owner.Worker, Rank: ev.Owner.Rank, HasRank: true, Sequence: ev.Sequence, Writer: ev.Writer,
+		Owner: ev.Owner, HasRank: true, Sequence: ev.Sequence, Writer: ev.Writer,
 	})
 }
 
@@ -211,7 +210,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 	}
 	br.svc.ApplyAffinity(&engine.AffinityEvent{
 		Partition: engine.PartitionKey{Model: a.Model, Group: a.Group}, SessionID: a.SessionID,
-		Owner: kvwire.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
+		Owner: a.Owner, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
 	})
 }
 
@@ -219,7 +218,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	ev := engine.ReplicaEvent{
 		Partition: engine.PartitionKey{Model: lc.Model, Group: lc.Group}, BlockSize: lc.BlockSize,
-		RequestID: lc.RequestID, Owner: kvwire.Owner{Worker: lc.Worker, Rank: lc.Rank}, Sender: lc.Sender,
+		RequestID: lc.RequestID, Owner: lc.Owner, Sender: lc.Sender,
 	}
 	switch lc.Kind {
 	case bus.LifecycleAdd:
