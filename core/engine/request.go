@@ -155,9 +155,9 @@ type weights struct {
 // rank's indexed blocks).
 func (w weights) kvselect() bool { _, ok := w.policy.(kvselectPolicy); return ok }
 
-func (e *Engine) weightsFor(o *ConfigOverride) weights {
-	c := &e.cfg
-	w := weights{
+// weightsOf is c's weights with no request override.
+func weightsOf(c *Config) weights {
+	return weights{
 		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale,
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
@@ -165,6 +165,10 @@ func (e *Engine) weightsFor(o *ConfigOverride) weights {
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 	}
+}
+
+func (e *Engine) weightsFor(o *ConfigOverride) weights {
+	w := weightsOf(&e.cfg)
 	if o == nil {
 		return w
 	}
