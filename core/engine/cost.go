@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"math"
-)
+import "math"
 
 // preferredTaintMultiplier is exp(−tanh(Σ weights of the preferred taints the worker has)).
 // order lists pref's keys sorted: the sum is taken in that order, since a float sum depends on

@@ -40,16 +40,7 @@ func (t *Tracker) LoadAt(i int) RankLoad {
 	if uint(i) >= uint(len(t.order)) {
 		return RankLoad{}
 	}
-	st := &t.owners[t.order[i]]
-	return RankLoad{
-		Owner:               t.ids[i],
-		ActivePrefillTokens: st.prefill,
-		ActiveBlocks:        roundBlocks(st.weight),
-		ActiveRequests:      len(st.bookings),
-		PendingPrefills:     st.pending,
-		PrefillSquares:      st.squares,
-		Speed:               st.speed.est.cur,
-	}
+	return t.loadOf(t.order[i])
 }
 
 // CountersAt returns the fields of LoadAt(i) but the owner, as separate values: prefill is

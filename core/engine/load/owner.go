@@ -142,29 +142,21 @@ func (t *Tracker) Load(o kvwire.Owner) RankLoad {
 func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
 	n := len(dst)
 	dst = slices.Grow(dst, len(t.order))[:n+len(t.order)]
-	out := dst[n:]
 	for i, slot := range t.order {
-		st := &t.owners[slot]
-		d := &out[i] // fill in place: no temporary struct copies
-		d.Owner = t.ids[i]
-		d.ActivePrefillTokens = st.prefill
-		d.ActiveBlocks = roundBlocks(st.weight)
-		d.ActiveRequests = len(st.bookings)
-		d.PendingPrefills, d.PrefillSquares = st.pending, st.squares
-		d.Speed = st.speed.est.cur
+		t.fill(&dst[n+i], slot) // in place: no temporary struct copies
 	}
 	return dst
 }
 
-func (t *Tracker) loadOf(slot uint32) RankLoad {
+func (t *Tracker) loadOf(slot uint32) (l RankLoad) {
+	t.fill(&l, slot)
+	return l
+}
+
+// fill writes the load of the owner in slot to d: the one place a RankLoad is assembled.
+func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	st := &t.owners[slot]
-	return RankLoad{
-		Owner:               st.id,
-		ActivePrefillTokens: st.prefill,
-		ActiveBlocks:        roundBlocks(st.weight),
-		ActiveRequests:      len(st.bookings),
-		PendingPrefills:     st.pending,
-		PrefillSquares:      st.squares,
-		Speed:               st.speed.est.cur,
-	}
+	d.Owner, d.ActivePrefillTokens, d.ActiveBlocks = st.id, st.prefill, roundBlocks(st.weight)
+	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
+	d.Speed = st.speed.est.cur
 }
