@@ -2,7 +2,6 @@ package kvevents
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/kvselect/kvselect/kvwire"
 )
@@ -48,14 +47,7 @@ func (k Kind) String() string {
 // GPU/DEVICE → device; CPU/CPU_PINNED/CPU_TIER1 → host pinned;
 // CPU_TIER2/DISK/NVME → disk; EXTERNAL/NETWORK/REMOTE/SHARED → external;
 // anything else (including "") → device. The tiers are kvwire's, in the router's query order.
-func ParseMedium(s string) kvwire.Tier {
-	for _, m := range mediumNames {
-		if strings.EqualFold(s, m.name) {
-			return m.medium
-		}
-	}
-	return kvwire.TierDevice
-}
+func ParseMedium(s string) kvwire.Tier { return parseMediumBytes([]byte(s)) }
 
 // parseMediumBytes is ParseMedium for decoder scratch bytes (no allocation).
 func parseMediumBytes(s []byte) kvwire.Tier {
@@ -80,18 +72,15 @@ var mediumNames = [...]struct {
 }
 
 // MediumString returns the canonical wire string of tier m: "GPU", "CPU_PINNED",
-// "DISK" or "EXTERNAL".
+// "DISK" or "EXTERNAL" ("GPU" for an invalid tier).
 func MediumString(m kvwire.Tier) string {
-	switch m {
-	case kvwire.TierHostPinned:
-		return "CPU_PINNED"
-	case kvwire.TierDisk:
-		return "DISK"
-	case kvwire.TierExternal:
-		return "EXTERNAL"
+	if m < kvwire.NumTiers {
+		return mediumWire[m]
 	}
 	return "GPU"
 }
+
+var mediumWire = [kvwire.NumTiers]string{"GPU", "CPU_PINNED", "DISK", "EXTERNAL"}
 
 // Locality is the optional "locality" of a map-form event.
 type Locality uint8

@@ -270,16 +270,16 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	cs := slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
 	s.cands = cs
 	s.loads = p.tracker.Loads(s.loads[:0])
-	if !loadsAligned(s.loads, p.cands) {
+	if !slices.EqualFunc(s.loads, p.owners, func(l load.RankLoad, o kvwire.Owner) bool { return l.Owner == o }) {
 		// Invariant breach guard: fetch per owner rather than trust positions.
 		s.loads = s.loads[:0]
 		for i := range p.cands {
-			s.loads = append(s.loads, p.tracker.Load(kvwire.Owner{Worker: p.cands[i].w.id, Rank: p.cands[i].rank}))
+			s.loads = append(s.loads, p.tracker.Load(p.owners[i]))
 		}
 	}
 	for i := range p.cands {
 		c := &p.cands[i]
-		cs[i] = scored{Candidate: Candidate{Owner: kvwire.Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
+		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
 		if w.kvselect() && w.eviction > 0 {
 			cs[i].entries = int32(min(p.index.OwnerEntries(cs[i].Owner), 1<<31-1))
 		}
@@ -310,20 +310,6 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	}
 	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
-}
-
-// loadsAligned reports whether the tracker's loads line up with the candidates (the partition
-// invariant: the tracker holds exactly the schedulable ranks, both sorted by (worker, rank)).
-func loadsAligned(ls []load.RankLoad, cands []candidate) bool {
-	if len(ls) != len(cands) {
-		return false
-	}
-	for i := range ls {
-		if ls[i].Owner.Worker != cands[i].w.id || ls[i].Owner.Rank != cands[i].rank {
-			return false
-		}
-	}
-	return true
 }
 
 // findCand binary-searches the (worker, rank)-sorted candidate list.
