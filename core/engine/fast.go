@@ -54,7 +54,12 @@ type fastScratch struct {
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
-	ranks    fastRanks // the policy's view of the current selection
+	// The policy's loop (policy.go) reads ov, booked and the current allowed mask (nil: all),
+	// writes cost, and offers each eligible rank's cost to pick when draw is set, spelling
+	// argmin.offer out (it does not inline).
+	mask []bool
+	draw bool
+	pick argmin
 }
 
 // fastEligible reports whether the request can take the fast path: nothing custom or
@@ -88,9 +93,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 			p.predicted.mergeSlots(p, n.block, ov)
 		}
 	}
-	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
-	f.booked = booked
-	booked = booked[:nc]
+	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)[:nc]
 
 	// Admission reads loads only, which nothing below changes: checking it first is the general
 	// path's order as far as anything observable goes (no random draw happens before it).
@@ -107,11 +110,9 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	// Cost of every rank, and the default picker fused into the same pass: pick's running
 	// arg-min visits the ranks in the same order and draws at the same ties.
 	f.cost = resize(f.cost, nc)
-	r := &f.ranks
-	*r = fastRanks{e: e, p: p, n: n, w: w, ov: ov, booked: booked, cost: f.cost, elig: elig, draw: bound < 0,
-		pick: argmin{best: bound, rng: e.rng}}
-	w.policy.fast(r)
-	pick := r.pick
+	f.booked, f.mask, f.draw, f.pick = booked, elig, bound < 0, argmin{best: bound, rng: e.rng}
+	w.policy.fast(e, sel)
+	pick := f.pick
 	if pick.best < 0 {
 		return errorf(ErrNoEndpoints, "no endpoints available to route work")
 	}

@@ -36,9 +36,10 @@ func (dynamoPolicy) costs(cs []scored, n normalized, blockSize uint32, w weights
 	}
 }
 
-func (dynamoPolicy) fast(r *fastRanks) {
-	k := newDynamoTerms(r.n, r.p.blockSize, r.w)
-	tr, ov, booked, cost := r.p.tracker, r.ov, r.booked, r.cost
+func (dynamoPolicy) fast(e *Engine, sel *selection) {
+	f := &e.scratch.fast
+	k := newDynamoTerms(&sel.norm, sel.p.blockSize, sel.w)
+	tr, ov, booked, cost := sel.p.tracker, f.ov, f.booked, f.cost
 	if k.decaying {
 		for i := range cost {
 			prefill, _, _, _, _ := tr.CountersAt(i)
@@ -46,7 +47,7 @@ func (dynamoPolicy) fast(r *fastRanks) {
 		}
 	}
 	// The dispatch of dynamoTerms.cost, with simpleCost inlined.
-	pick, draw, elig := r.pick, r.draw, r.elig
+	pick, draw, elig := f.pick, f.draw, f.mask
 	for i := range cost {
 		prefill, blocks, requests, _, _ := tr.CountersAt(i)
 		o := &ov[i]
@@ -66,7 +67,7 @@ func (dynamoPolicy) fast(r *fastRanks) {
 			pick.tie(i)
 		}
 	}
-	r.pick = pick
+	f.pick = pick
 }
 
 // dynamoTerms holds the per-selection invariants of Dynamo's formula (see the top of this file).

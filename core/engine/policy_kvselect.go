@@ -9,11 +9,12 @@ func (kvselectPolicy) costs(cs []scored, n normalized, blockSize uint32, w weigh
 	kvselectCosts(cs, &n, blockSize, w)
 }
 
-func (kvselectPolicy) fast(r *fastRanks) {
-	p, w, tr, ov, booked, cost := r.p, r.w, r.p.tracker, r.ov, r.booked, r.cost
-	k := newKVSelectTerms(r.n, p.blockSize, w)
+func (kvselectPolicy) fast(e *Engine, sel *selection) {
+	f, p, w := &e.scratch.fast, sel.p, sel.w
+	tr, ov, booked, cost := p.tracker, f.ov, f.booked, f.cost
+	k := newKVSelectTerms(&sel.norm, p.blockSize, w)
 	k.settle(tr.PendingPrefills(), len(cost))
-	ent := r.e.entriesOf(p, w)
+	ent := e.entriesOf(p, w)
 	invMax := 0.0
 	evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
 	if evict {
@@ -22,7 +23,7 @@ func (kvselectPolicy) fast(r *fastRanks) {
 		}
 		invMax = k.invMax()
 	}
-	pick, draw, elig := r.pick, r.draw, r.elig
+	pick, draw, elig := f.pick, f.draw, f.mask
 	for i := range cost {
 		prefill, active, requests, pending, squares := tr.CountersAt(i)
 		o := &ov[i]
@@ -48,5 +49,5 @@ func (kvselectPolicy) fast(r *fastRanks) {
 			pick.tie(i)
 		}
 	}
-	r.pick = pick
+	f.pick = pick
 }
