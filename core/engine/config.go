@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -175,7 +176,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid KV router configuration: "+format, args...)
 	}
 	if _, ok := policies[c.Policy]; !ok {
-		return fail("selection_policy must be %s, got %q", policyNames(), c.Policy)
+		return fail("selection_policy must be %s, got %q", strings.Join(slices.Sorted(maps.Keys(policies)), " or "), c.Policy)
 	}
 	nonNeg := []struct {
 		name string

@@ -54,9 +54,8 @@ type fastScratch struct {
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
-	// The policy's loop (policy.go) reads ov, booked and the current allowed mask (nil: all),
-	// writes cost, and offers each eligible rank's cost to pick when draw is set, spelling
-	// argmin.offer out (it does not inline).
+	// A policy's loop reads ov, booked and this selection's allowed mask (nil: all), writes cost
+	// and offers each eligible rank's cost to pick when draw is set (argmin.offer spelled out).
 	mask []bool
 	draw bool
 	pick argmin

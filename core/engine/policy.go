@@ -1,15 +1,11 @@
 package engine
 
-import (
-	"slices"
-	"strings"
-)
-
 // A policy is a built-in cost function (Config.Policy). Both selection paths price ranks through
 // it, so they cannot drift: costs prices the general path's scored candidates in place; fast is
-// chooseFast's per-rank loop over the fast scratch (fast.go), fused with the default picker. Dispatch is one call
-// per selection, never per rank; both methods compute bit-identical costs for the same inputs
-// (TestFastPathDifferential). The prompt goes by value, so the caller's stays on its stack.
+// chooseFast's per-rank loop over the fast scratch, fused with the default picker (fast.go).
+// Dispatch is one call per selection, never per rank; both methods compute bit-identical costs
+// for the same inputs (TestFastPathDifferential). The prompt goes by value, so the caller's stays
+// on its stack.
 //
 // Adding a policy is one file (policy_<name>.go) and one entry in policies; Config.Validate
 // accepts every registered name.
@@ -22,14 +18,4 @@ type policy interface {
 var policies = map[string]policy{
 	PolicyDynamo:   dynamoPolicy{},
 	PolicyKVSelect: kvselectPolicy{},
-}
-
-// policyNames lists the registered names, sorted, as "a or b" (Config.Validate's message).
-func policyNames() string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, " or ")
 }
