@@ -658,3 +658,12 @@ func TestMsgKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestLifecycleKindNames(t *testing.T) {
+	for k, want := range map[LifecycleKind]string{LifecycleAdd: "add", LifecyclePrefillComplete: "prefill_complete",
+		LifecycleFree: "free", 0: "kind(0)", 4: "kind(4)", 200: "kind(200)"} {
+		if got := k.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", uint8(k), got, want)
+		}
+	}
+}

@@ -20,16 +20,13 @@ const (
 
 // String returns the kind's name.
 func (k LifecycleKind) String() string {
-	switch k {
-	case LifecycleAdd:
-		return "add"
-	case LifecyclePrefillComplete:
-		return "prefill_complete"
-	case LifecycleFree:
-		return "free"
+	if int(k) < len(lifecycleKindNames) && lifecycleKindNames[k] != "" {
+		return lifecycleKindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
+
+var lifecycleKindNames = [...]string{LifecycleAdd: "add", LifecyclePrefillComplete: "prefill_complete", LifecycleFree: "free"}
 
 // Lifecycle is one booking event of a replica, fanned out to its peers so
 // their active-load accounting follows the booking replica's.
