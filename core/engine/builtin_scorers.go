@@ -9,33 +9,27 @@ package engine
 // arithmetic of the built-in policy (policy_dynamo.go), from the context's partition-wide terms.
 func DynamoScorer(cfg Config) Scorer {
 	w := weightsOf(&cfg)
-	w.policy = dynamoPolicy{}
-	return dynamoScorer{w}
-}
-
-type dynamoScorer struct{ w weights }
-
-func (d dynamoScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
-	n := normalized{isl: ctx.ISL}
-	k := newDynamoTerms(&n, ctx.BlockSize, d.w)
-	k.minActive, k.nseq = ctx.MinActivePrefillTokens, ctx.Blocks
-	return k.cost(c.DeviceBlocks, c.HostExtBlocks, c.DiskExtBlocks, c.BookedPrefixBlocks, c.Load)
+	return ScorerFunc(func(ctx *SelectionContext, c *Candidate) float64 {
+		n := normalized{isl: ctx.ISL}
+		k := newDynamoTerms(&n, ctx.BlockSize, w)
+		k.minActive, k.nseq = ctx.MinActivePrefillTokens, ctx.Blocks
+		return k.cost(c.DeviceBlocks, c.HostExtBlocks, c.DiskExtBlocks, c.BookedPrefixBlocks, c.Load)
+	})
 }
 
 // KVSelectScorer returns kvselect's cost function (kvselect_cost.go) with cfg's parameters.
 func KVSelectScorer(cfg Config) Scorer {
 	w := weightsOf(&cfg)
 	w.policy = kvselectPolicy{}
-	return kvselectScorer{w}
+	return ScorerFunc(func(ctx *SelectionContext, c *Candidate) float64 { return kvselectScore(w, ctx, c) })
 }
 
-type kvselectScorer struct{ w weights }
-
-func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
+// kvselectScore is KVSelectScorer's score of c.
+func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	// The partition-wide terms come from the selection's ranks (ctx.fleet), as in the built-in
 	// cost; a context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
-	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
+	t := newKVSelectTerms(&n, ctx.BlockSize, w)
 	fleet := ctx.fleet
 	self := -1
 	for i := range fleet {

@@ -277,12 +277,10 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 			s.loads = append(s.loads, p.tracker.Load(p.owners[i]))
 		}
 	}
+	ent := e.entriesOf(p, w)
 	for i := range p.cands {
 		c := &p.cands[i]
-		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
-		if w.kvselect() && w.eviction > 0 {
-			cs[i].entries = int32(min(p.index.OwnerEntries(cs[i].Owner), 1<<31-1))
-		}
+		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true, entries: ent[i]}
 	}
 	if len(n.block) > 0 {
 		j := 0
