@@ -111,11 +111,10 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	f.cost = resize(f.cost, nc)
 	f.booked, f.mask, f.draw, f.pick = booked, elig, bound < 0, argmin{best: bound, rng: e.rng}
 	w.policy.fast(e, sel)
-	pick := f.pick
-	if pick.best < 0 {
+	if f.pick.best < 0 {
 		return errorf(ErrNoEndpoints, "no endpoints available to route work")
 	}
-	e.materialize(sel, pick.best, elig, booking)
+	e.materialize(sel, f.pick.best, elig, booking)
 	return nil
 }
 

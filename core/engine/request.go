@@ -151,10 +151,6 @@ type weights struct {
 	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
 }
 
-// kvselect reports whether w prices with kvselect's policy (whose eviction term reads every
-// rank's indexed blocks).
-func (w weights) kvselect() bool { _, ok := w.policy.(kvselectPolicy); return ok }
-
 // weightsOf is c's weights with no request override.
 func weightsOf(c *Config) weights {
 	return weights{
