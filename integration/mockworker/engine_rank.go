@@ -9,10 +9,10 @@ import (
 )
 
 // engState is one incarnation of a rank's realistic engine (the fleet model of a vLLM-style
-// or SGLang-style preset). The engine only moves when someone looks: every Serve call, on arrival and each time
-// it wakes, first advances the engine through every step due by the current model time,
-// publishing each step's KV events as one batch (vLLM publishes once per scheduler step). A
-// Restart replaces the rank's engState; requests of the old incarnation keep advancing their
+// or SGLang-style preset). The engine only moves when someone looks: every Serve call, on
+// arrival and each time it wakes, first advances the engine through every step due by the
+// current model time, publishing each step's KV events as one batch (vLLM publishes once per
+// scheduler step). A Restart replaces the rank's engState; requests of the old incarnation keep advancing their
 // own engine but publish nothing.
 //
 // Guarded by the owning rank's mu.
