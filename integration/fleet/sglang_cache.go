@@ -19,6 +19,7 @@ import (
 //     the root, every unlocked node is either a leaf or above unlocked leaves only.
 //   - Eviction (RadixCache.evict) frees unlocked leaves, least recently accessed first, a
 //     parent joining the candidates when its last child goes, until enough tokens are free.
+//     (SGLang collects the leaves on each call; a heap kept current gives the same order.)
 //     Access times are a logical clock advanced on every match and insert
 //     (_match_prefix_helper and insert refresh last_access_time along the path).
 //   - Inserting a page that is already cached (another request computed it meanwhile) frees
@@ -36,7 +37,9 @@ type radixCache struct {
 	evictable  int               // tokens of unlocked nodes
 	clock      uint64
 	evicted    []uint64 // block ids evicted since takeEvicted
-	heap       nodeHeap // scratch for evict
+	// leaves holds the eviction candidates, unlocked nodes without children, kept up to date
+	// on every lock, unlock, insert, match and eviction (rnode.hidx is a node's place in it).
+	leaves nodeHeap
 }
 
 type rnode struct {
@@ -45,6 +48,21 @@ type rnode struct {
 	children int
 	refs     int
 	access   uint64
+	hidx     int // index in radixCache.leaves, -1 when not a candidate
+}
+
+// update puts n in, or takes it out of, the eviction candidates after its refs, children or
+// access changed.
+func (c *radixCache) update(n *rnode) {
+	want := n.refs == 0 && n.children == 0
+	switch {
+	case want && n.hidx < 0:
+		heap.Push(&c.leaves, n)
+	case !want && n.hidx >= 0:
+		heap.Remove(&c.leaves, n.hidx)
+	case want:
+		heap.Fix(&c.leaves, n.hidx)
+	}
 }
 
 func newRadixCache(bs, poolTokens int) *radixCache {
@@ -66,6 +84,9 @@ func (c *radixCache) match(keys []uint64, out []*rnode) []*rnode {
 			break
 		}
 		n.access = c.clock
+		if n.hidx >= 0 {
+			heap.Fix(&c.leaves, n.hidx)
+		}
 		out = append(out, n)
 	}
 	return out
@@ -77,6 +98,7 @@ func (c *radixCache) lock(n *rnode) {
 		c.evictable -= c.bs
 	}
 	n.refs++
+	c.update(n)
 }
 
 // unlock drops a reference to n.
@@ -84,6 +106,7 @@ func (c *radixCache) unlock(n *rnode) {
 	n.refs--
 	if n.refs == 0 {
 		c.evictable += c.bs
+		c.update(n)
 	}
 }
 
@@ -98,9 +121,10 @@ func (c *radixCache) insert(parent *rnode, key, id uint64) (*rnode, bool) {
 		c.lock(n)
 		return n, false
 	}
-	n := &rnode{key: key, id: id, parent: parent, access: c.clock, refs: 1}
+	n := &rnode{key: key, id: id, parent: parent, access: c.clock, refs: 1, hidx: -1}
 	if parent != nil {
 		parent.children++
+		c.update(parent)
 	}
 	c.nodes[key] = n
 	return n, true
@@ -125,29 +149,16 @@ func (c *radixCache) release(n int) { c.private -= n }
 // evict frees at least tokens tokens of unlocked leaves, least recently accessed first, or
 // all it can.
 func (c *radixCache) evict(tokens int) {
-	h := c.heap[:0]
-	for _, n := range c.nodes {
-		if n.refs == 0 && n.children == 0 {
-			h = append(h, n)
-		}
-	}
-	heap.Init(&h)
-	freed := 0
-	for freed < tokens && len(h) > 0 {
-		n := heap.Pop(&h).(*rnode)
+	for freed := 0; freed < tokens && len(c.leaves) > 0; freed += c.bs {
+		n := heap.Pop(&c.leaves).(*rnode)
 		delete(c.nodes, n.key)
 		c.evictable -= c.bs
 		c.evicted = append(c.evicted, n.id)
-		freed += c.bs
 		if p := n.parent; p != nil {
 			p.children--
-			if p.children == 0 && p.refs == 0 {
-				heap.Push(&h, p)
-			}
+			c.update(p)
 		}
 	}
-	clear(h)
-	c.heap = h[:0]
 }
 
 // takeEvicted returns the ids evicted since the last call in a new slice (nil if none).
@@ -163,6 +174,8 @@ func (c *radixCache) takeEvicted() []uint64 {
 // reset empties the tree (no node may be locked).
 func (c *radixCache) reset() {
 	clear(c.nodes)
+	clear(c.leaves)
+	c.leaves = c.leaves[:0]
 	c.evictable = 0
 }
 
@@ -177,11 +190,20 @@ func (h nodeHeap) Less(i, j int) bool {
 	}
 	return h[i].key < h[j].key
 }
-func (h nodeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(*rnode)) }
+func (h nodeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *nodeHeap) Push(x any) {
+	n := x.(*rnode)
+	n.hidx = len(*h)
+	*h = append(*h, n)
+}
 func (h *nodeHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	x.hidx = -1
 	return x
 }
