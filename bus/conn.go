@@ -11,6 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// InProcessServer is a NATS server in this process that a connection dials without a socket
+// (bus/natsembed's Server). ClientURL is its client port's URL, "" when it has none; it only
+// names the connection in logs.
+type InProcessServer interface {
+	nats.InProcessConnProvider
+	ClientURL() string
+}
+
 // ConnConfig describes how a replica reaches NATS: an external server or
 // cluster (URLs) or the embedded server in process (Embedded). Exactly one
 // of the two must be set.
@@ -21,7 +29,7 @@ type ConnConfig struct {
 	// URLs is a comma-separated list of servers ("nats://a:4222,nats://b:4222").
 	URLs string
 	// Embedded connects in process to this server (no socket).
-	Embedded *Embedded
+	Embedded InProcessServer
 
 	// Authentication: at most one of user/password, token, creds file, nkey seed file.
 	// For kvselect's embedded server (natsauth.go) a replica uses User = its replica id with
@@ -230,4 +238,12 @@ func redactURLs(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// orDefault returns v, or def when v is zero or negative (an unset option).
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
