@@ -129,7 +129,7 @@ func TestOptionsRejected(t *testing.T) {
 				if e != nil {
 					_ = e.Shutdown()
 				}
-				t.Fatalf("StartEmbedded = %v, want ErrOptions", err)
+				t.Fatalf("Start = %v, want ErrOptions", err)
 			}
 		})
 	}
