@@ -6,6 +6,7 @@
 package natsembed
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,22 +114,14 @@ func Start(opts Options) (*Server, error) {
 	if opts.Logger != nil {
 		srv.SetLoggerV2(NewServerLogger(opts.Logger), opts.Debug, opts.Trace, false)
 	}
-	e := &Server{srv: srv, listening: listening, shutdownTimeout: orDefault(opts.ShutdownTimeout)}
+	e := &Server{srv: srv, listening: listening, shutdownTimeout: cmp.Or(max(opts.ShutdownTimeout, 0), defaultTimeout)}
 	go srv.Start()
-	ready := orDefault(opts.ReadyTimeout)
+	ready := cmp.Or(max(opts.ReadyTimeout, 0), defaultTimeout)
 	if !srv.ReadyForConnections(ready) {
 		_ = e.Shutdown()
 		return nil, fmt.Errorf("%w within %v", ErrNotReady, ready)
 	}
 	return e, nil
-}
-
-// orDefault returns d, or defaultTimeout when d is unset (zero or negative).
-func orDefault(d time.Duration) time.Duration {
-	if d <= 0 {
-		return defaultTimeout
-	}
-	return d
 }
 
 // serverOptions translates opts; it never returns options that combine a
