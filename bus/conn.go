@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,15 +143,8 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "nats-conn", "conn", cfg.Name)
-	stats := cfg.Stats
-	if stats == nil {
-		stats = &ConnStats{}
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "nats-conn", "conn", cfg.Name)
+	stats := cmp.Or(cfg.Stats, &ConnStats{})
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
