@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 
@@ -135,21 +136,12 @@ const (
 	DefaultMaxBlocksPerEvent       = 1 << 16
 )
 
+// withDefaults gives every unset (zero or negative) limit its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	if l.MaxEventBytes <= 0 {
-		l.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if l.MaxEvents <= 0 {
-		l.MaxEvents = DefaultMaxEvents
-	}
-	if l.MaxPartitions <= 0 {
-		l.MaxPartitions = DefaultMaxPartitions
-	}
-	if l.MaxBlocksPerEvent <= 0 {
-		l.MaxBlocksPerEvent = DefaultMaxBlocksPerEvent
-	}
+	l.MaxBytes = cmp.Or(max(l.MaxBytes, 0), DefaultMaxBytes)
+	l.MaxEventBytes = cmp.Or(max(l.MaxEventBytes, 0), DefaultMaxEventBytes)
+	l.MaxEvents = cmp.Or(max(l.MaxEvents, 0), DefaultMaxEvents)
+	l.MaxPartitions = cmp.Or(max(l.MaxPartitions, 0), DefaultMaxPartitions)
+	l.MaxBlocksPerEvent = cmp.Or(max(l.MaxBlocksPerEvent, 0), DefaultMaxBlocksPerEvent)
 	return l
 }
