@@ -121,7 +121,7 @@ policy_classes:
 		t.Fatalf("queue not empty: %+v", st)
 	}
 	svc.mu.Lock()
-	parked := len(svc.parkedIDs)
+	parked := svc.eng.ParkedIDs()
 	svc.mu.Unlock()
 	if parked != 0 {
 		t.Fatalf("%d parked ids left behind", parked)
