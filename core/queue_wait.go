@@ -7,22 +7,13 @@ import (
 	"github.com/kvselect/kvselect/core/engine"
 )
 
-// The router queue (Dynamo's router_queue_threshold and policy classes; spec §5.6). The engine
-// decides who parks, in what order and who goes next (engine.SelectQueued, rqueue*.go in
-// core/engine); the Service only waits: a parked caller blocks on its channel until the engine's
-// outbox carries its Admission (flushLocked hands it over), its ctx ends, or the service closes
-// (503, "selection service is shutting down").
-//
-// Dispatch is attempted whenever load can have dropped or the candidates changed
-// (prefill_complete, free, expiry, a peer's lifecycle event, a worker registered, patched or
-// removed) and once a second as a safety net. There is no time limit.
-//
-// A caller that goes away while parked leaves nothing behind. One that goes away after its
-// select_and_reserve was dispatched gets its booking freed (Dynamo frees it too), since nobody
-// will ever send the request to the worker.
-//
-// Select and SelectAndReserve keep their immediate semantics (429 when every rank is busy);
-// SelectWait and SelectAndReserveWait are the queueing variants the HTTP API uses.
+// Router-queue waiting. The engine decides who parks, in what order and who goes next
+// (engine.SelectQueued; core/engine/rqueue*.go); the Service only waits: a parked caller blocks
+// until flushLocked hands it its Admission, its ctx ends, or the service closes (503). Dispatch
+// is attempted whenever load can have dropped or the candidates changed, and once a second as a
+// safety net. A caller that goes away after its select_and_reserve was dispatched has its
+// booking freed (Dynamo frees it too). Select and SelectAndReserve never wait (429 when every
+// rank is busy); SelectWait and SelectAndReserveWait, which the HTTP API uses, do.
 
 // queueRecheck is the safety-net dispatch interval while requests are parked.
 const queueRecheck = time.Second
@@ -77,28 +68,20 @@ func (s *Service) selectWait(ctx context.Context, req *SelectRequest, reserve bo
 	}
 }
 
-// drainLocked dispatches parked requests in every partition and hands out the outcomes. Called
-// with mu held after anything that can lower load or change the candidates anywhere.
-func (s *Service) drainLocked() {
+// drainLocked dispatches the parked requests of parts (none: every partition) and hands out the
+// outcomes. Called with mu held after anything that can lower load or change the candidates;
+// callers name the partition they touched when they know it (drainPartLocked).
+func (s *Service) drainLocked(parts ...engine.PartitionKey) {
 	if s.closing || s.eng.QueueLen() == 0 {
 		return
 	}
-	s.eng.DrainQueue(s.clock())
+	s.eng.DrainQueue(s.clock(), parts...)
 	s.flushLocked()
 }
 
-// drainPartLocked is drainLocked for partition k only: each dispatch test is a scoring pass of
-// the head, so callers name the partition they touched when they know it.
-func (s *Service) drainPartLocked(k engine.PartitionKey) {
-	if s.closing || s.eng.QueueLen() == 0 {
-		return
-	}
-	s.eng.DrainQueuePartition(k, s.clock())
-	s.flushLocked()
-}
+func (s *Service) drainPartLocked(k engine.PartitionKey) { s.drainLocked(k) }
 
-// wakeLocked hands the admissions of the engine's outbox to their parked callers and counts
-// them. Called by flushLocked with mu held.
+// wakeLocked hands the outbox's admissions to their parked callers and counts them (flushLocked).
 func (s *Service) wakeLocked(as []engine.Admission) {
 	now := s.clock()
 	for _, a := range as {

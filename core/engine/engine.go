@@ -158,12 +158,10 @@ func (e *Engine) TakeReady(dst *Ready) {
 	clear(dst.Replica)
 	clear(dst.Affinity)
 	clear(dst.Admitted)
-	spare := Ready{dst.Replica[:0], dst.Affinity[:0], dst.Admitted[:0]}
-	*dst, e.out = e.out, spare
+	*dst, e.out = e.out, Ready{dst.Replica[:0], dst.Affinity[:0], dst.Admitted[:0]}
 }
 
-// TakeEffects drains the whole outbox (as TakeReady) and appends its replica events to dst, for
-// owners that act on nothing else (tests, the simulator without a queue).
+// TakeEffects is TakeReady for owners that act on replica events only: it appends them to dst.
 func (e *Engine) TakeEffects(dst []ReplicaEvent) []ReplicaEvent {
 	var r Ready
 	e.TakeReady(&r)

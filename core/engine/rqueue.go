@@ -18,7 +18,7 @@ import (
 // Within a class, a request is served before another when, in turn:
 //
 //  1. its strict_priority is larger;
-//  2. its score is larger, where with arrival = seconds since the queue was created,
+//  2. its score is larger, where with arrival = seconds since the first park,
 //     jump = max(priority_jump, 0) and cost = max(1, isl − cached):
 //     fcfs: jump − arrival        (earliest first; priority_jump moves a request earlier)
 //     lcfs: jump + arrival        (latest first; the synthetic class only)
@@ -27,15 +27,12 @@ import (
 //  3. it was parked first.
 //
 // aging is earliest-deadline-first on proportional deadlines: service is the request's
-// estimated prefill time in seconds at the learned speed (QueueProbe.ServiceMS) and k is
-// AgingSlowdown. Equivalently a request's priority is its wait minus k·service, so it
-// improves with its wait at the same rate for everyone and the order of two parked requests
-// never changes while they wait (a plain heap holds it). Scheduling literature: ordering by due
-// date minimises the maximum lateness (Jackson's rule; preemptive EDF, Horn 1974), so with due
-// dates arrival + k·service this is the order that best honours a uniform slowdown target k
-// (bounded slowdown: Harchol-Balter et al., SRPT fairness); k = 0 is FCFS, k → ∞ is
-// shortest-service-first (wspt's order at unit weights). Unlike wspt, a long prompt cannot be
-// starved: nothing that arrives more than k·service after it can pass it.
+// estimated prefill in seconds at the learned speed (QueueProbe.ServiceMS), k is AgingSlowdown.
+// A request's priority is its wait minus k·service, so two parked requests never swap while they
+// wait (a plain heap holds the order). Due-date order minimises the maximum lateness (Jackson's
+// rule; EDF, Horn 1974), so this best honours a uniform slowdown target k (bounded slowdown,
+// Harchol-Balter et al.): k = 0 is FCFS, k → ∞ shortest-service-first. Unlike wspt, a long
+// prompt cannot starve: nothing arriving more than k·service after it can pass it.
 //
 // Across the classes of a partition, deficit round robin in configuration order: a visited
 // class whose head may be dispatched earns its quantum (in uncached tokens) when the head costs
@@ -126,8 +123,7 @@ type partQueue struct {
 type routerQueue struct {
 	start   time.Time
 	parts   map[PartitionKey]*partQueue
-	tickets map[Ticket]*waiter
-	n       int
+	tickets map[Ticket]*waiter // every parked request
 	seq     uint64
 }
 
@@ -219,7 +215,6 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	cq.isl += w.isl
 	cq.cachedToks += w.cached
 	pq.n++
-	q.n++
 	q.tickets[Ticket(w.seq)] = w
 	return w
 }
@@ -262,7 +257,6 @@ func (q *routerQueue) remove(w *waiter) bool {
 		}
 	}
 	pq.n--
-	q.n--
 	delete(q.tickets, Ticket(w.seq))
 	if pq.n == 0 {
 		delete(q.parts, w.part)
@@ -373,7 +367,7 @@ func (pq *partQueue) take(i int) *waiter {
 // byClass counts the parked requests per policy class name over every partition (nil when none
 // is parked).
 func (q *routerQueue) byClass() map[string]int {
-	if q.n == 0 {
+	if len(q.tickets) == 0 {
 		return nil
 	}
 	m := map[string]int{}

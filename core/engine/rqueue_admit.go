@@ -6,32 +6,24 @@ import (
 )
 
 // Router-queue admission (Dynamo's router_queue_threshold and policy classes; spec §5.6). With
-// queueing configured, a non-advisory selection that finds every eligible rank busy under its
-// policy class's rule (rqueue_policy.go; by default active prefill tokens above
-// router_queue_threshold × max_num_batched_tokens) parks in the queue (rqueue.go) instead of
-// failing, or is refused with 429 when its class's queue limit is reached, and is selected —
-// with the loads and overlap of that moment — and, for select_and_reserve, booked as soon as a
-// rank has room. Rules, as in Dynamo:
+// queueing configured, a non-advisory selection that finds every rank it may use busy under its
+// policy class's rule (rqueue_policy.go) parks (rqueue.go) instead of failing — 429 when its
+// class's queue limit is reached — and is selected, and for select_and_reserve booked, with the
+// loads and overlap of the moment a rank has room. As in Dynamo: no bypass (a newcomer parks
+// behind its class's parked requests), head of line per class with deficit round robin across
+// classes, advisory requests never wait, a pinned request waits for its own rank (its lane),
+// and there is no time limit.
 //
-//   - No bypass: while a class has parked requests, a newcomer of that class parks behind them
-//     even if a rank is free; dispatch serves them in queue order.
-//   - Head of line: a class is dispatched from its head; deficit round robin picks among the
-//     classes whose head finds a rank with room, until none does.
-//   - Advisory requests never wait; a pinned request waits for its own rank only (its lane).
-//   - There is no time limit: a request waits until it is dispatched, abandoned or failed.
-//
-// The engine decides; its owner waits. SelectQueued parks and returns a Ticket; every dispatch
-// (and FailQueue) is an Admission in the outbox (Ready.Admitted), which the owner drains after
-// the call and hands to the parked caller. The owner calls DrainQueue or DrainQueuePartition
-// whenever load can have dropped or the candidates changed, and Abandon for a caller that went
-// away.
+// The engine decides; its owner waits. SelectQueued returns a Ticket when it parks; every
+// dispatch (and FailQueue) is an Admission in the outbox (Ready.Admitted). The owner calls
+// DrainQueue whenever load can have dropped or the candidates changed,
+// and Abandon for a caller that went away.
 
 // Ticket names a parked request; tickets are never reused.
 type Ticket uint64
 
-// Admission is a parked request's outcome: the selection (and booking) made when the queue
-// dispatched it, or the error that ended its wait (Dispatched false: FailQueue). Parked is the
-// time it parked.
+// Admission is a parked request's outcome: the selection (and booking) made when it was
+// dispatched, or the error that ended its wait (Dispatched false: FailQueue).
 type Admission struct {
 	Ticket     Ticket
 	Resp       *SelectResponse
@@ -40,8 +32,8 @@ type Admission struct {
 	Dispatched bool
 }
 
-// queueState is the router queue and what admission keeps beside it: the policy classes and
-// the selection ids of parked select_and_reserve requests.
+// queueState is the router queue, its policy classes and the selection ids of parked
+// select_and_reserve requests.
 type queueState struct {
 	q         routerQueue
 	pol       Policies
@@ -69,31 +61,26 @@ func syntheticProfile(cfg *Config) *policyProfile {
 }
 
 // QueueLen is the number of parked requests.
-func (e *Engine) QueueLen() int { return e.rq.q.n }
+func (e *Engine) QueueLen() int { return len(e.rq.q.tickets) }
 
 // QueueByClass counts the parked requests per policy class name (nil when none is parked).
 func (e *Engine) QueueByClass() map[string]int { return e.rq.q.byClass() }
 
-// ParkedIDs is the number of selection ids held by parked select_and_reserve requests (an
-// invariant for tests: it equals the parked bookings that carry an id).
+// ParkedIDs is the number of selection ids parked select_and_reserve requests hold.
 func (e *Engine) ParkedIDs() int { return len(e.rq.parkedIDs) }
 
-// SelectQueued is Select (reserve: SelectAndReserve) under the router queue. When the request
-// must wait it parks and SelectQueued returns its ticket (and no response); its outcome comes
-// later as an Admission in the outbox — possibly from this very call, which dispatches the
+// SelectQueued is Select (reserve: SelectAndReserve) under the router queue. A request that must
+// wait parks and gets a ticket; its Admission may come from this very call, which dispatches the
 // partition after parking (the newcomer may sort ahead of a head that cannot go). Errors:
-// Select's, 429 when the class's queue limit is reached, 409 for a select_and_reserve whose
-// selection_id is booked or parked.
+// Select's, 429 at the class's queue limit, 409 for a booked or parked selection_id.
 func (e *Engine) SelectQueued(req *SelectRequest, reserve bool, now time.Time) (*SelectResponse, Ticket, error) {
 	cl, err := e.classify(req)
 	if err != nil {
 		return nil, 0, err
 	}
 	req = cl.req
-	if reserve && req.SelectionID != nil {
-		if _, parked := e.rq.parkedIDs[*req.SelectionID]; parked {
-			return nil, 0, conflictParked(*req.SelectionID)
-		}
+	if err := e.parkedConflict(req, reserve); err != nil {
+		return nil, 0, err
 	}
 	if !cl.prof.classes[cl.class].queues() || !e.QueueingApplies(req, reserve) {
 		resp, err := e.selectNow(req, reserve, now)
@@ -109,7 +96,7 @@ func (e *Engine) SelectQueued(req *SelectRequest, reserve bool, now time.Time) (
 	if err != nil {
 		return nil, 0, err
 	}
-	e.DrainQueuePartition(cl.part, now)
+	e.DrainQueue(now, cl.part)
 	return nil, Ticket(w.seq), nil
 }
 
@@ -117,10 +104,8 @@ func (e *Engine) SelectQueued(req *SelectRequest, reserve bool, now time.Time) (
 // policy class, never parking: 429 when every rank is busy. A select_and_reserve whose
 // selection_id is parked is refused (409); an advisory select needs no class.
 func (e *Engine) SelectClassified(req *SelectRequest, reserve bool, now time.Time) (*SelectResponse, error) {
-	if reserve && req.SelectionID != nil {
-		if _, parked := e.rq.parkedIDs[*req.SelectionID]; parked {
-			return nil, conflictParked(*req.SelectionID)
-		}
+	if err := e.parkedConflict(req, reserve); err != nil {
+		return nil, err
 	}
 	if !reserve && req.Advisory {
 		return e.Select(req, now)
@@ -130,6 +115,18 @@ func (e *Engine) SelectClassified(req *SelectRequest, reserve bool, now time.Tim
 		return nil, err
 	}
 	return e.selectNow(cl.req, reserve, now)
+}
+
+// parkedConflict refuses (409) a select_and_reserve whose selection_id a parked request holds:
+// it is "being reserved", as a booked id is.
+func (e *Engine) parkedConflict(req *SelectRequest, reserve bool) error {
+	if !reserve || req.SelectionID == nil {
+		return nil
+	}
+	if _, parked := e.rq.parkedIDs[*req.SelectionID]; parked {
+		return conflictParked(*req.SelectionID)
+	}
+	return nil
 }
 
 func conflictParked(id string) error {
@@ -211,37 +208,26 @@ func (e *Engine) selectNow(req *SelectRequest, reserve bool, now time.Time) (*Se
 	return e.SelectAndReserve(req, now)
 }
 
-// DrainQueue dispatches parked requests in every partition, in key order (see
-// DrainQueuePartition).
-func (e *Engine) DrainQueue(now time.Time) {
-	if e.rq.q.n == 0 {
-		return
+// DrainQueue dispatches the parked requests of parts (none: every partition, in key order) until
+// no head finds a rank with room; each becomes an Admission in the outbox. A dispatch test is a
+// scoring pass over a head's stored prompt, so owners name the partitions they touched.
+func (e *Engine) DrainQueue(now time.Time, parts ...PartitionKey) {
+	if len(parts) == 0 {
+		e.rq.keys = e.rq.q.partitions(e.rq.keys[:0])
+		parts = e.rq.keys
 	}
-	e.rq.keys = e.rq.q.partitions(e.rq.keys[:0])
-	for _, k := range e.rq.keys {
-		e.DrainQueuePartition(k, now)
-	}
-	clear(e.rq.keys)
-}
-
-// DrainQueuePartition dispatches partition k's parked requests — by round robin over its
-// classes, then from its pinned lanes — until no head finds a rank with room; each becomes an
-// Admission in the outbox. Each dispatch test is a probe of the head (a scoring pass over its
-// stored prompt), so owners name the partition they touched when they know it.
-func (e *Engine) DrainQueuePartition(k PartitionKey, now time.Time) {
-	for w := e.nextParked(k); w != nil; w = e.nextParked(k) {
-		e.leave(w)
-		resp, err := e.selectNow(w.req, w.reserve, now)
-		e.out.Admitted = append(e.out.Admitted, Admission{Ticket: Ticket(w.seq), Resp: resp, Err: err, Parked: w.parked, Dispatched: true})
+	for _, k := range parts {
+		for w := e.nextParked(k); w != nil; w = e.nextParked(k) {
+			e.leave(w)
+			resp, err := e.selectNow(w.req, w.reserve, now)
+			e.out.Admitted = append(e.out.Admitted, Admission{Ticket: Ticket(w.seq), Resp: resp, Err: err, Parked: w.parked, Dispatched: true})
+		}
 	}
 }
 
 // nextParked is partition k's next request to dispatch: by round robin over its classes, then
 // from its pinned lanes.
 func (e *Engine) nextParked(k PartitionKey) *waiter {
-	if e.rq.q.n == 0 {
-		return nil
-	}
 	if w := e.rq.q.next(k, e.dispatchable); w != nil {
 		return w
 	}
@@ -249,8 +235,7 @@ func (e *Engine) nextParked(k PartitionKey) *waiter {
 }
 
 // dispatchable reports whether a parked request may be selected now: some rank it may use is
-// not busy under its class's rule. A request whose selection would fail for another reason
-// (its workers are gone) is dispatchable too, so that it gets that answer.
+// not busy under its class's rule, or its selection would fail otherwise (it gets that answer).
 func (e *Engine) dispatchable(w *waiter) bool {
 	probe, _, err := e.probeQueue(w.req, &w.prompt)
 	return err != nil || !probe.Busy
@@ -267,15 +252,14 @@ func (e *Engine) leave(w *waiter) bool {
 	return true
 }
 
-// Abandon takes a parked request out of the queue for a caller that went away, and dispatches
-// its partition (the requests behind it may go now). It reports false when the ticket is not
-// parked: its Admission was already produced.
+// Abandon takes a parked request out for a caller that went away and dispatches its partition
+// (the requests behind it may go now); false when it is not parked (its Admission is out).
 func (e *Engine) Abandon(t Ticket, now time.Time) bool {
 	w := e.rq.q.tickets[t]
 	if w == nil || !e.leave(w) {
 		return false
 	}
-	e.DrainQueuePartition(w.part, now)
+	e.DrainQueue(now, w.part)
 	return true
 }
 

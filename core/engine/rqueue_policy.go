@@ -136,10 +136,8 @@ func ParsePolicies(b []byte) (*Policies, error) {
 // YAML layout. Pointers tell absent from zero.
 type (
 	policyFileYAML struct {
-		DefaultPolicyFamily *string                `yaml:"default_policy_family"`
-		UncachedISLBuckets  []bucketYAML           `yaml:"uncached_isl_buckets"`
-		PolicyClasses       []classYAML            `yaml:"policy_classes"`
-		Models              map[string]profileYAML `yaml:"models"`
+		profileYAML `yaml:",inline"`       // the root profile
+		Models      map[string]profileYAML `yaml:"models"`
 	}
 	profileYAML struct {
 		DefaultPolicyFamily *string      `yaml:"default_policy_family"`
@@ -191,7 +189,7 @@ func (ps *Policies) parse(b []byte) error {
 		return invalid("router policy config must define a root profile or at least one model profile")
 	}
 	if rootAny {
-		p, err := buildProfile("root", profileYAML{f.DefaultPolicyFamily, f.UncachedISLBuckets, f.PolicyClasses})
+		p, err := buildProfile("root", f.profileYAML)
 		if err != nil {
 			return err
 		}

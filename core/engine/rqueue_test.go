@@ -64,8 +64,8 @@ func TestRouterQueueOrder(t *testing.T) {
 				w := q.park(req, false, prof, 0, QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
 				names[w] = it.name
 			}
-			if got := drainOrder(&q, k, names); got != tc.want || q.n != 0 || q.waiting(k, 0, nil) {
-				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, q.n)
+			if got := drainOrder(&q, k, names); got != tc.want || len(q.tickets) != 0 || q.waiting(k, 0, nil) {
+				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, len(q.tickets))
 			}
 		})
 	}
@@ -86,7 +86,7 @@ func TestRouterQueuePartitionsAndRemove(t *testing.T) {
 	}
 	// Removing from the middle keeps the order of the rest; partitions are independent.
 	q.remove(ws[2])
-	if q.next(a, always) != ws[0] || q.next(b, always) != ws[1] || q.n != 5 {
+	if q.next(a, always) != ws[0] || q.next(b, always) != ws[1] || len(q.tickets) != 5 {
 		t.Fatal("heads after removing from the middle")
 	}
 	q.remove(ws[0])

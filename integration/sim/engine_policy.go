@@ -79,8 +79,8 @@ func (p *EnginePolicy) Name() string { return p.name }
 
 func (p *EnginePolicy) clock() time.Time { return time.Unix(0, int64(p.now()*1e6)) }
 
-// Pick implements Policy: with queueing on, the request goes through the engine's router queue
-// (it parks when every rank is busy or others are parked); otherwise it is selected and booked.
+// Pick implements Policy: the request goes through the engine's router queue, as the service
+// sends it; with queueing on it parks when every rank is busy or others are parked.
 func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	p.now = v.Now
 	for len(p.ids) <= id {
@@ -90,11 +90,11 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	for _, b := range r.Blocks {
 		p.hs = append(p.hs, int64(b))
 	}
-	if !p.queued {
-		req := p.request(id, p.hs, uint64(r.Input))
-		return p.selectAndReserve(&req)
+	hs := p.hs
+	if p.queued {
+		hs = slices.Clone(hs) // a parked request keeps its hashes
 	}
-	req := p.request(id, slices.Clone(p.hs), uint64(r.Input)) // a parked request keeps it
+	req := p.request(id, hs, uint64(r.Input))
 	resp, t, err := p.eng.SelectQueued(&req, true, p.clock())
 	w := worker(resp, err)
 	if t != 0 {
@@ -118,9 +118,6 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 // request is selected with the index and load of that moment). A request the engine refuses
 // stays unadmitted (Run counts it as rejected).
 func (p *EnginePolicy) Release(v *View, admit func(id, worker int)) {
-	if !p.queued {
-		return
-	}
 	p.now = v.Now
 	for _, a := range p.admits {
 		admit(a[0], a[1])
@@ -149,21 +146,12 @@ func (p *EnginePolicy) request(id int, hashes []int64, isl uint64) engine.Select
 	return req
 }
 
-// selectAndReserve books req and returns its worker index, or −1 when the engine refuses it.
-func (p *EnginePolicy) selectAndReserve(req *engine.SelectRequest) int {
-	resp, err := p.eng.SelectAndReserve(req, p.clock())
-	p.eng.TakeReady(&p.ready)
-	return worker(resp, err)
-}
-
-// PrefillDone implements Policy.
-func (p *EnginePolicy) PrefillDone(id int) {
-	_ = p.eng.PrefillCompleteAt(p.ids[id], p.clock())
-	p.eng.TakeReady(&p.ready)
-}
+// PrefillDone implements Policy. (Release, which Run calls after every PrefillDone and Done,
+// drains the engine's outbox.)
+func (p *EnginePolicy) PrefillDone(id int) { _ = p.eng.PrefillCompleteAt(p.ids[id], p.clock()) }
 
 // Done implements Policy.
-func (p *EnginePolicy) Done(id int) { _ = p.eng.Free(p.ids[id]); p.eng.TakeReady(&p.ready) }
+func (p *EnginePolicy) Done(id int) { _ = p.eng.Free(p.ids[id]) }
 
 // Stored implements EventSink.
 func (p *EnginePolicy) Stored(w int, parent uint64, hasParent bool, blocks []uint64) {
