@@ -88,8 +88,6 @@ func (s *Service) wakeLocked(as []engine.Admission) {
 		w := s.waiters[a.Ticket]
 		delete(s.waiters, a.Ticket)
 		if a.Dispatched {
-			s.queueStats.dispatched++
-			s.queueStats.waited += now.Sub(a.Parked)
 			s.queueStats.hist.observe(now.Sub(a.Parked))
 		}
 		if w != nil {
@@ -143,10 +141,9 @@ func (s *Service) recheckQueue() {
 // queueGauge publishes the queue length for lock-free reads (recheckQueue, Stats).
 func (s *Service) queueGauge() { s.queued.Store(int64(s.eng.QueueLen())) }
 
-// queueCounters are the router queue's cumulative counters (guarded by mu).
+// queueCounters are the router queue's cumulative counters (guarded by mu): hist counts the
+// parked requests dispatched (selected successfully or not) and their waits.
 type queueCounters struct {
-	dispatched uint64        // parked requests selected (successfully or not)
-	abandoned  uint64        // parked requests whose caller went away first
-	waited     time.Duration // total time dispatched requests spent parked
-	hist       waitHist      // distribution of those waits (queue_waithist.go)
+	abandoned uint64   // parked requests whose caller went away first
+	hist      waitHist // queue_waithist.go
 }

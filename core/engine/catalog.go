@@ -308,4 +308,4 @@ func patchMap(dst *map[string]string, src map[string]string) {
 
 // queueingFor reports whether router queueing applies to the model's partitions (and so whether
 // its workers need max_num_batched_tokens).
-func (e *Engine) queueingFor(model string) bool { return e.rq.pol.forModel(model).queues() }
+func (e *Engine) queueingFor(model string) bool { return e.pol.forModel(model).queues() }

@@ -51,8 +51,9 @@ type Engine struct {
 	bounds boundState
 	// approxList holds the partitions with deferred approximate indexing (approx_steps.go).
 	approxList []*partition
-	// rq is the router queue with its policy classes (rqueue*.go).
-	rq queueState
+	// rq is the router queue and pol its policy classes (rqueue*.go).
+	rq  routerQueue
+	pol Policies
 }
 
 // Options carries what the engine cannot obtain itself.
@@ -95,7 +96,11 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		lim:      cfg.Limits.resolved(),
 	}
 	e.bounds.perWorker = make(map[uint64]int)
-	e.rq = newQueueState(&cfg, opts.Policies)
+	e.rq = newRouterQueue(time.Time{})
+	if opts.Policies != nil {
+		e.pol = *opts.Policies
+	}
+	e.pol.synthetic = syntheticProfile(&cfg)
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
 		if err != nil {

@@ -119,16 +119,18 @@ type partQueue struct {
 // routerQueue holds the parked requests of every partition. It is a plain data structure: the
 // engine's admission (rqueue_admit.go) decides when to park and dispatch. start is the time of
 // the first park (arrival times are measured from it); seq numbers parks, and is a parked
-// request's Ticket.
+// request's Ticket; parkedIDs holds the selection ids of parked select_and_reserve requests.
 type routerQueue struct {
-	start   time.Time
-	parts   map[PartitionKey]*partQueue
-	tickets map[Ticket]*waiter // every parked request
-	seq     uint64
+	start     time.Time
+	parts     map[PartitionKey]*partQueue
+	tickets   map[Ticket]*waiter // every parked request
+	parkedIDs map[string]struct{}
+	seq       uint64
+	keys      []PartitionKey // DrainQueue scratch
 }
 
 func newRouterQueue(start time.Time) routerQueue {
-	return routerQueue{start: start, parts: map[PartitionKey]*partQueue{}, tickets: map[Ticket]*waiter{}}
+	return routerQueue{start: start, parts: map[PartitionKey]*partQueue{}, tickets: map[Ticket]*waiter{}, parkedIDs: map[string]struct{}{}}
 }
 
 // score is the policy score of a request parked at now (see the order above).
@@ -216,6 +218,9 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	cq.cachedToks += w.cached
 	pq.n++
 	q.tickets[Ticket(w.seq)] = w
+	if reserve && req.SelectionID != nil {
+		q.parkedIDs[*req.SelectionID] = struct{}{}
+	}
 	return w
 }
 
@@ -234,7 +239,7 @@ func (q *routerQueue) waiting(k PartitionKey, class int, pinned *PinnedWorker) b
 	return class < len(pq.classes) && pq.classes[class].heap.Len() > 0
 }
 
-// remove takes w out of the queue; it reports false when w had already left it.
+// remove takes w and its selection id out of the queue; false when w had already left it.
 func (q *routerQueue) remove(w *waiter) bool {
 	if w.index < 0 {
 		return false
@@ -258,6 +263,9 @@ func (q *routerQueue) remove(w *waiter) bool {
 	}
 	pq.n--
 	delete(q.tickets, Ticket(w.seq))
+	if w.reserve && w.req.SelectionID != nil {
+		delete(q.parkedIDs, *w.req.SelectionID)
+	}
 	if pq.n == 0 {
 		delete(q.parts, w.part)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"time"
 )
@@ -32,39 +33,17 @@ type Admission struct {
 	Dispatched bool
 }
 
-// queueState is the router queue, its policy classes and the selection ids of parked
-// select_and_reserve requests.
-type queueState struct {
-	q         routerQueue
-	pol       Policies
-	parkedIDs map[string]struct{}
-	keys      []PartitionKey // DrainQueue scratch
-}
-
-func newQueueState(cfg *Config, pol *Policies) queueState {
-	qs := queueState{q: newRouterQueue(time.Time{}), parkedIDs: map[string]struct{}{}}
-	if pol != nil {
-		qs.pol = *pol
-	}
-	qs.pol.synthetic = syntheticProfile(cfg)
-	return qs
-}
-
 // syntheticProfile is the single class of a configuration without policy classes.
 func syntheticProfile(cfg *Config) *policyProfile {
-	policy := cfg.QueuePolicy
-	if policy == "" {
-		policy = "fcfs"
-	}
-	c := &policyClass{name: "default", quantum: 1, policy: policy, busy: BusyRule{Frac: cfg.QueueThreshold}}
+	c := &policyClass{name: "default", quantum: 1, policy: cmp.Or(cfg.QueuePolicy, "fcfs"), busy: BusyRule{Frac: cfg.QueueThreshold}}
 	return &policyProfile{classes: []*policyClass{c}, explicit: map[string]int{}}
 }
 
 // QueueLen is the number of parked requests.
-func (e *Engine) QueueLen() int { return len(e.rq.q.tickets) }
+func (e *Engine) QueueLen() int { return len(e.rq.tickets) }
 
 // QueueByClass counts the parked requests per policy class name (nil when none is parked).
-func (e *Engine) QueueByClass() map[string]int { return e.rq.q.byClass() }
+func (e *Engine) QueueByClass() map[string]int { return e.rq.byClass() }
 
 // ParkedIDs is the number of selection ids parked select_and_reserve requests hold.
 func (e *Engine) ParkedIDs() int { return len(e.rq.parkedIDs) }
@@ -86,7 +65,7 @@ func (e *Engine) SelectQueued(req *SelectRequest, reserve bool, now time.Time) (
 		resp, err := e.selectNow(req, reserve, now)
 		return resp, 0, err
 	}
-	if !e.rq.q.waiting(cl.part, cl.class, req.PinnedWorker) {
+	if !e.rq.waiting(cl.part, cl.class, req.PinnedWorker) {
 		resp, err := e.selectNow(req, reserve, now)
 		if !errors.Is(err, ErrOverloaded) {
 			return resp, 0, err
@@ -150,7 +129,7 @@ type classified struct {
 // probe; its errors are the selection's own.
 func (e *Engine) classify(req *SelectRequest) (classified, error) {
 	cl := classified{part: PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}}
-	cl.prof = e.rq.pol.forModel(cl.part.Model)
+	cl.prof = e.pol.forModel(cl.part.Model)
 	var uncached uint64
 	if _, explicit := cl.prof.explicit[req.PolicyClass]; !explicit && cl.prof.needsProbe() {
 		probe, pp, err := e.probeQueue(req, nil)
@@ -162,7 +141,7 @@ func (e *Engine) classify(req *SelectRequest) (classified, error) {
 	}
 	cl.class = cl.prof.classify(req.PolicyClass, uncached)
 	cl.req = req
-	if cl.prof != e.rq.pol.synthetic {
+	if cl.prof != e.pol.synthetic {
 		// The engine's own rule is the synthetic class's; any other class brings its rule on a
 		// copy of the request (the caller's stays untouched). Classes are immutable, so the copy
 		// may point at the class's rule.
@@ -184,7 +163,7 @@ func (e *Engine) park(cl classified, reserve bool, now time.Time) (*waiter, erro
 		}
 		cl.probe, cl.prompt = probe, pp
 	}
-	if err := e.rq.q.limitError(cl.part, cl.prof, cl.class, cl.probe); err != nil {
+	if err := e.rq.limitError(cl.part, cl.prof, cl.class, cl.probe); err != nil {
 		return nil, err
 	}
 	req := cl.req
@@ -193,9 +172,8 @@ func (e *Engine) park(cl classified, reserve bool, now time.Time) (*waiter, erro
 		if _, parked := e.rq.parkedIDs[id]; parked || e.HasReservation(id) {
 			return nil, conflictParked(id)
 		}
-		e.rq.parkedIDs[id] = struct{}{}
 	}
-	w := e.rq.q.park(req, reserve, cl.prof, cl.class, cl.probe, now)
+	w := e.rq.park(req, reserve, cl.prof, cl.class, cl.probe, now)
 	w.prompt = cl.prompt
 	return w, nil
 }
@@ -213,12 +191,12 @@ func (e *Engine) selectNow(req *SelectRequest, reserve bool, now time.Time) (*Se
 // scoring pass over a head's stored prompt, so owners name the partitions they touched.
 func (e *Engine) DrainQueue(now time.Time, parts ...PartitionKey) {
 	if len(parts) == 0 {
-		e.rq.keys = e.rq.q.partitions(e.rq.keys[:0])
+		e.rq.keys = e.rq.partitions(e.rq.keys[:0])
 		parts = e.rq.keys
 	}
 	for _, k := range parts {
 		for w := e.nextParked(k); w != nil; w = e.nextParked(k) {
-			e.leave(w)
+			e.rq.remove(w)
 			resp, err := e.selectNow(w.req, w.reserve, now)
 			e.out.Admitted = append(e.out.Admitted, Admission{Ticket: Ticket(w.seq), Resp: resp, Err: err, Parked: w.parked, Dispatched: true})
 		}
@@ -228,10 +206,10 @@ func (e *Engine) DrainQueue(now time.Time, parts ...PartitionKey) {
 // nextParked is partition k's next request to dispatch: by round robin over its classes, then
 // from its pinned lanes.
 func (e *Engine) nextParked(k PartitionKey) *waiter {
-	if w := e.rq.q.next(k, e.dispatchable); w != nil {
+	if w := e.rq.next(k, e.dispatchable); w != nil {
 		return w
 	}
-	return e.rq.q.nextLane(k, e.dispatchable)
+	return e.rq.nextLane(k, e.dispatchable)
 }
 
 // dispatchable reports whether a parked request may be selected now: some rank it may use is
@@ -241,22 +219,11 @@ func (e *Engine) dispatchable(w *waiter) bool {
 	return err != nil || !probe.Busy
 }
 
-// leave takes w out of the queue and its id out of the parked set.
-func (e *Engine) leave(w *waiter) bool {
-	if !e.rq.q.remove(w) {
-		return false
-	}
-	if w.reserve && w.req.SelectionID != nil {
-		delete(e.rq.parkedIDs, *w.req.SelectionID)
-	}
-	return true
-}
-
 // Abandon takes a parked request out for a caller that went away and dispatches its partition
 // (the requests behind it may go now); false when it is not parked (its Admission is out).
 func (e *Engine) Abandon(t Ticket, now time.Time) bool {
-	w := e.rq.q.tickets[t]
-	if w == nil || !e.leave(w) {
+	w := e.rq.tickets[t]
+	if w == nil || !e.rq.remove(w) {
 		return false
 	}
 	e.DrainQueue(now, w.part)
@@ -265,8 +232,8 @@ func (e *Engine) Abandon(t Ticket, now time.Time) bool {
 
 // FailQueue ends every parked request with err, in park order (service shutdown).
 func (e *Engine) FailQueue(err error) {
-	for _, w := range e.rq.q.all(nil) {
-		e.leave(w)
+	for _, w := range e.rq.all(nil) {
+		e.rq.remove(w)
 		e.out.Admitted = append(e.out.Admitted, Admission{Ticket: Ticket(w.seq), Err: err, Parked: w.parked})
 	}
 }

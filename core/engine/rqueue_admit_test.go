@@ -199,7 +199,7 @@ func TestDispatchProbesUseTheParkedPrompt(t *testing.T) {
 	if err != nil || tk == 0 {
 		t.Fatalf("park: %d, %v", tk, err)
 	}
-	w := e.rq.q.tickets[tk]
+	w := e.rq.tickets[tk]
 	r.Prompt = Prompt{} // what a re-hash would see
 	if e.dispatchable(w) {
 		t.Fatal("a busy rank reported room: the probe did not use the parked prompt")
