@@ -26,6 +26,13 @@ func parkNow(svc *Service, req *SelectRequest, reserve bool) (*waiter, error) {
 	return w, nil
 }
 
+// waiting is the number of callers the service holds for parked requests.
+func waiting(svc *Service) int {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	return len(svc.waiters)
+}
+
 // queueFixture is a service with router queueing at 0.5 × 100 prefill tokens on one worker
 // (block size 4): a booking of more than 50 uncached tokens makes the only rank busy. policy,
 // when set, is the queue order.
@@ -217,8 +224,8 @@ func TestQueueCancelLeavesNothing(t *testing.T) {
 	if o := recv(t, out); o.id != "gone" || !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled caller got %+v", o)
 	}
-	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 || svc.queued.Load() != 1 {
-		t.Fatalf("after cancel %+v (gauge %d)", st, svc.queued.Load())
+	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 || waiting(svc) != 1 {
+		t.Fatalf("after cancel %+v (%d callers waiting)", st, waiting(svc))
 	}
 	if err := svc.Free("gone"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("a cancelled parked request must not be booked: %v", err)

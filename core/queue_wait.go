@@ -130,16 +130,10 @@ func (s *Service) failQueueLocked(err error) {
 
 // recheckQueue is the periodic safety-net dispatch.
 func (s *Service) recheckQueue() {
-	if s.queued.Load() == 0 {
-		return
-	}
 	s.mu.Lock()
 	s.drainLocked()
 	s.mu.Unlock()
 }
-
-// queueGauge publishes the queue length for lock-free reads (recheckQueue, Stats).
-func (s *Service) queueGauge() { s.queued.Store(int64(s.eng.QueueLen())) }
 
 // queueCounters are the router queue's cumulative counters (guarded by mu): hist counts the
 // parked requests dispatched (selected successfully or not) and their waits.

@@ -71,11 +71,9 @@ type Service struct {
 	kvBatches     uint64
 	kvUndecodable uint64
 
-	// Router queue waiting (queue_wait.go; guarded by mu except queued): the parked callers by
-	// engine ticket; queued mirrors the engine's queue length for lock-free reads.
+	// Router queue waiting (queue_wait.go; guarded by mu): the parked callers by engine ticket.
 	waiters    map[engine.Ticket]*waiter
 	queueStats queueCounters
-	queued     atomic.Int64
 	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
 	// approxDraining: a goroutine is draining deferred approximate indexing (approx_drain.go).
 	approxDraining atomic.Bool
@@ -227,7 +225,6 @@ func (s *Service) flushLocked() {
 	if len(s.ready.Admitted) > 0 {
 		s.wakeLocked(s.ready.Admitted)
 	}
-	s.queueGauge()
 }
 
 // errShuttingDown is returned by selections after Close.

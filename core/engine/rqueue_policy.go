@@ -122,17 +122,6 @@ func (p *policyProfile) queues() bool {
 // needsProbe reports whether classification depends on the request's cached prefix.
 func (p *policyProfile) needsProbe() bool { return len(p.buckets) > 1 }
 
-// ParsePolicies decodes and validates a router policy configuration file's bytes (core reads
-// the file named by Config.PolicyConfig; the engine does no I/O). Validation errors wrap
-// ErrPolicyInvalid; others are YAML syntax errors.
-func ParsePolicies(b []byte) (*Policies, error) {
-	ps := &Policies{}
-	if err := ps.parse(b); err != nil {
-		return nil, err
-	}
-	return ps, nil
-}
-
 // YAML layout. Pointers tell absent from zero.
 type (
 	policyFileYAML struct {
@@ -172,26 +161,29 @@ func invalid(format string, args ...any) error {
 
 var policyName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// parse decodes and validates a configuration file's bytes into ps.
-func (ps *Policies) parse(b []byte) error {
+// ParsePolicies decodes and validates a router policy configuration file's bytes (core reads
+// the file named by Config.PolicyConfig; the engine does no I/O). Validation errors wrap
+// ErrPolicyInvalid; others are YAML syntax errors.
+func ParsePolicies(b []byte) (*Policies, error) {
+	ps := &Policies{}
 	var f policyFileYAML
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // empty: "must define" below
-		return err
+		return nil, err
 	}
 	rootAny := f.DefaultPolicyFamily != nil || f.UncachedISLBuckets != nil || f.PolicyClasses != nil
 	rootAll := f.DefaultPolicyFamily != nil && f.UncachedISLBuckets != nil && f.PolicyClasses != nil
 	if rootAny && !rootAll {
-		return invalid("root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes when any root profile field is present")
+		return nil, invalid("root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes when any root profile field is present")
 	}
 	if !rootAny && len(f.Models) == 0 {
-		return invalid("router policy config must define a root profile or at least one model profile")
+		return nil, invalid("router policy config must define a root profile or at least one model profile")
 	}
 	if rootAny {
 		p, err := buildProfile("root", f.profileYAML)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ps.root = p
 	}
@@ -199,19 +191,19 @@ func (ps *Policies) parse(b []byte) error {
 	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		m := f.Models[name]
 		if name == "" {
-			return invalid("model profile name must not be empty")
+			return nil, invalid("model profile name must not be empty")
 		}
 		loc := fmt.Sprintf("model %q", name)
 		if m.DefaultPolicyFamily == nil || m.UncachedISLBuckets == nil || m.PolicyClasses == nil {
-			return invalid("%s must specify default_policy_family, uncached_isl_buckets, and policy_classes", loc)
+			return nil, invalid("%s must specify default_policy_family, uncached_isl_buckets, and policy_classes", loc)
 		}
 		p, err := buildProfile(loc, m)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ps.models[name] = p
 	}
-	return nil
+	return ps, nil
 }
 
 // buildProfile validates one profile; loc is "root" or `model "<name>"`.

@@ -22,8 +22,11 @@ policy_classes:
 
 func parsePolicies(t *testing.T, text string) (*Policies, error) {
 	t.Helper()
-	ps := &Policies{synthetic: syntheticProfile(&Config{})}
-	return ps, ps.parse([]byte(text))
+	ps, err := ParsePolicies([]byte(text))
+	if ps != nil {
+		ps.synthetic = syntheticProfile(&Config{})
+	}
+	return ps, err
 }
 
 func TestPolicyConfigValidation(t *testing.T) {
@@ -150,10 +153,11 @@ func FuzzPolicyConfig(f *testing.F) {
 	f.Add([]byte("models: {m: {default_policy_family: f, uncached_isl_buckets: [], policy_classes: []}}"), "f", uint64(1))
 	f.Add([]byte("[1, 2"), "", uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, header string, uncached uint64) {
-		ps := &Policies{synthetic: syntheticProfile(&Config{})}
-		if err := ps.parse(b); err != nil {
+		ps, err := ParsePolicies(b)
+		if err != nil {
 			return
 		}
+		ps.synthetic = syntheticProfile(&Config{})
 		profiles := []*policyProfile{ps.forModel("")}
 		for _, p := range ps.models {
 			profiles = append(profiles, p)
