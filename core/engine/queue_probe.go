@@ -2,8 +2,8 @@ package engine
 
 import "github.com/kvselect/kvselect/core/engine/load"
 
-// QueueProbe is what the router queue (rqueue.go) needs to know about a selection request before it
-// parks it: the prompt's length and the best effective cached prefix over the ranks the
+// QueueProbe is what the router queue (rqueue.go) needs to know about a request before it parks
+// it: the prompt's length and the best effective cached prefix over the ranks the
 // request may use, both in tokens. WSPT ordering weighs a parked request by its uncached work,
 // ISL − Cached, sampled once when it is parked (Dynamo does the same).
 type QueueProbe struct {
