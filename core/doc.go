@@ -27,13 +27,16 @@
 //
 // # Router queue
 //
-// With router_queue_threshold set, or policy classes (DYN_ROUTER_POLICY_CONFIG, see
-// policyclass.go), a selection that finds every eligible rank busy under its class's rule waits
-// in a per-partition router queue (fcfs, lcfs, wspt or aging within a class, with priority_jump and
-// strict_priority; deficit round robin across classes) and is selected and booked as soon as a
-// rank has room: SelectWait and SelectAndReserveWait, which
-// the HTTP API uses, wait until then, the context ends, or the service closes. Select and
-// SelectAndReserve never wait: they fail with ErrOverloaded (429) instead. See queue_wait.go.
+// With router_queue_threshold set, or policy classes (DYN_ROUTER_POLICY_CONFIG), a selection
+// that finds every eligible rank busy under its class's rule waits in a per-partition router
+// queue (fcfs, lcfs, wspt or aging within a class, with priority_jump and strict_priority;
+// deficit round robin across classes) and is selected and booked as soon as a rank has room.
+// The queue, its order, class budgets and admission are engine state (core/engine/rqueue*.go:
+// engine.SelectQueued parks and returns a ticket, and each dispatch is an Admission in the
+// engine's outbox); the Service only waits (queue_wait.go): SelectWait and SelectAndReserveWait,
+// which the HTTP API uses, return when flushLocked hands over the Admission, the context ends,
+// or the service closes. Select and SelectAndReserve never wait: they fail with ErrOverloaded
+// (429) instead.
 //
 // # Concurrency
 //

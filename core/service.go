@@ -63,24 +63,17 @@ type Service struct {
 	mu      sync.Mutex
 	eng     *engine.Engine
 	closing bool
-	effects []engine.ReplicaEvent  // scratch for draining engine effects (guarded by mu)
-	affs    []engine.AffinityEvent // likewise for session bindings
-	bootID  uint64                 // this process's boot id (session-binding writer id)
+	ready   engine.Ready // the engine's outbox, drained by flushLocked (guarded by mu)
+	bootID  uint64       // this process's boot id (session-binding writer id)
 
 	// KV ingestion counters (guarded by mu).
 	kvStats       engine.KVApplyStats
 	kvBatches     uint64
 	kvUndecodable uint64
 
-	// Router queue (queue.go, queue_wait.go; guarded by mu except queued). parkedIDs holds the
-	// selection ids of parked select_and_reserve requests; queued mirrors q.n for lock-free
-	// reads.
-	q          routerQueue
-	pol        *policies
-	parkedIDs  map[string]struct{}
+	// Router queue waiting (queue_wait.go; guarded by mu): the parked callers by engine ticket.
+	waiters    map[engine.Ticket]*waiter
 	queueStats queueCounters
-	drainKeys  []engine.PartitionKey
-	queued     atomic.Int64
 	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
 	// approxDraining: a goroutine is draining deferred approximate indexing (approx_drain.go).
 	approxDraining atomic.Bool
@@ -136,7 +129,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
-	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Queueing: pol.queueing})
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Policies: pol})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +137,7 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
 	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot,
-		q: newRouterQueue(cfg.Clock()), pol: pol, parkedIDs: map[string]struct{}{}}
+		waiters: map[engine.Ticket]*waiter{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -216,21 +209,22 @@ func (s *Service) Sweep() int {
 	return n
 }
 
-// flushLocked hands the engine's replica events to the replicator. Called with mu held; the
-// replicator's Publish never blocks.
+// flushLocked drains the engine's outbox once: replica events and session bindings go to the
+// replicator, router-queue admissions to their parked callers. Called with mu held after every
+// engine call; the replicator's Publish never blocks.
 func (s *Service) flushLocked() {
-	s.effects = s.eng.TakeEffects(s.effects[:0])
-	s.affs = s.eng.TakeAffinityEffects(s.affs[:0])
+	s.eng.TakeReady(&s.ready)
 	if s.repl != nil {
-		for i := range s.effects {
-			s.repl.Publish(&s.effects[i])
+		for i := range s.ready.Replica {
+			s.repl.Publish(&s.ready.Replica[i])
 		}
-		for i := range s.affs {
-			s.repl.PublishAffinity(&s.affs[i])
+		for i := range s.ready.Affinity {
+			s.repl.PublishAffinity(&s.ready.Affinity[i])
 		}
 	}
-	clear(s.effects)
-	clear(s.affs)
+	if len(s.ready.Admitted) > 0 {
+		s.wakeLocked(s.ready.Admitted)
+	}
 }
 
 // errShuttingDown is returned by selections after Close.
@@ -261,14 +255,7 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	if req.Advisory { // never admitted against a busy rule: no class needed
-		return s.eng.Select(req, s.clock())
-	}
-	cl, err := s.classifyLocked(req)
-	if err != nil {
-		return nil, err
-	}
-	return s.eng.Select(cl.req, s.clock())
+	return s.eng.SelectClassified(req, false, s.clock())
 }
 
 // SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
@@ -282,14 +269,7 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	if err := s.parkedConflict(req, true); err != nil {
-		return nil, err
-	}
-	cl, err := s.classifyLocked(req)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.eng.SelectAndReserve(cl.req, s.clock())
+	resp, err := s.eng.SelectClassified(req, true, s.clock())
 	s.flushLocked()
 	return resp, err
 }
