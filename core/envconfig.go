@@ -6,23 +6,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kvselect/kvselect/core/engine"
 )
 
-// ConfigFromEnv builds the router configuration from Dynamo's DYN_ROUTER_* environment variables
-// (spec §13.2), starting from Dynamo's defaults. lookup is os.LookupEnv in production and a map
-// in tests. As in Dynamo, numbers and booleans that do not parse are ignored (the default
-// stays), while an unknown enum string is an error. The result is validated.
-func ConfigFromEnv(lookup func(string) (string, bool)) (engine.Config, error) {
+// ConfigFromEnv builds the service configuration from DefaultConfig and Dynamo's DYN_ROUTER_*
+// environment variables (spec §13.2), which set the router part (Config.Engine). lookup is
+// os.LookupEnv in production and a map in tests. As in Dynamo, numbers and booleans that do not
+// parse are ignored (the default stays), while an unknown enum string is an error. The router
+// part is validated; callers overlay their flags and call Config.Validate.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	return ConfigFromEnvLogged(lookup, nil)
 }
 
 // ConfigFromEnvLogged is ConfigFromEnv that also logs a warning naming each variable whose value
 // is ignored because it does not parse (Dynamo's behaviour is kept: the default stays, but the
 // operator learns why their setting had no effect). log may be nil (no warnings).
-func ConfigFromEnvLogged(lookup func(string) (string, bool), log *slog.Logger) (engine.Config, error) {
-	c := engine.DefaultConfig()
+func ConfigFromEnvLogged(lookup func(string) (string, bool), log *slog.Logger) (Config, error) {
+	cfg := DefaultConfig()
+	c := &cfg.Engine
 	// name is the variable get found last, so that a warning names the one actually read.
 	var name string
 	get := func(names ...string) (string, bool) {
@@ -145,12 +145,9 @@ func ConfigFromEnvLogged(lookup func(string) (string, bool), log *slog.Logger) (
 		}
 	}
 	if v, ok := get("DYN_ROUTER_PREFILL_LOAD_MODEL"); ok && v != "none" && v != "aic" {
-		return c, fmt.Errorf("invalid KV router configuration: router_prefill_load_model must be none or aic, got %q", v)
+		return cfg, fmt.Errorf("invalid KV router configuration: router_prefill_load_model must be none or aic, got %q", v)
 	}
-	if err := c.Validate(); err != nil {
-		return c, err
-	}
-	return c, nil
+	return cfg, c.Validate()
 }
 
 // truthy parses Dynamo's boolean spellings; anything else is "unset".

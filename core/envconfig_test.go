@@ -27,7 +27,8 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	c, err := ConfigFromEnvLogged(envLookup(env), log)
+	cfg, err := ConfigFromEnvLogged(envLookup(env), log)
+	c := cfg.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,8 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 // too (not only the kvselect binary's flag default), and an unknown mode is an error as Dynamo's
 // unknown enum strings are.
 func TestConfigFromEnvSessionAffinityMode(t *testing.T) {
-	c, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "soft"}))
+	cfg, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "soft"}))
+	c := cfg.Engine
 	if err != nil {
 		t.Fatal(err)
 	}

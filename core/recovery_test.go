@@ -192,7 +192,8 @@ func TestRecoveryFirstGoodPeerWins(t *testing.T) {
 	}
 }
 
-// TestReadyGatedByRecovery: /ready stays not-ready from ExpectRecovery until Recover has
+// TestReadyGatedByRecovery: /ready stays not-ready from expectRecovery (New with
+// Recovery.Enabled) until Recover has
 // submitted, and reports the recovery object; without recovery the object is absent.
 func TestReadyGatedByRecovery(t *testing.T) {
 	svc := newKVService(t, 3)
@@ -200,7 +201,7 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	if r := svc.Ready(); !r.Ready || r.Recovery != nil {
 		t.Fatalf("no recovery expected: %+v", r)
 	}
-	svc.ExpectRecovery()
+	svc.expectRecovery()
 	if r := svc.Ready(); r.Ready || r.Recovery == nil || r.Recovery.State != "pending" {
 		t.Fatalf("pending recovery: ready=%v recovery=%+v", r.Ready, r.Recovery)
 	}

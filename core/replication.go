@@ -4,10 +4,9 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
@@ -53,13 +52,14 @@ type BusReplicator struct {
 	appliedHook atomic.Pointer[func(ev *engine.ReplicaEvent, applied bool)]
 	// aibrix receives peers' AIBrix session bindings (aibrix_sessions_repl.go); nil until
 	// Service.EnableAIBrixSessions attaches a table.
-	aibrix atomic.Pointer[AIBrixSessions]
+	aibrix    atomic.Pointer[AIBrixSessions]
+	closeOnce sync.Once
 }
 
-// ReplicationConfig names this replica and its peers on the bus.
+// ReplicationConfig (Config.Replication) names this replica's cluster and peers on the bus; the
+// replica's own id is Config.ReplicaID.
 type ReplicationConfig struct {
-	Cluster       string   // subject namespace shared by the replicas
-	ReplicaID     string   // this replica's id
+	Cluster       string   // subject namespace shared by the replicas (--cluster)
 	Aliases       []string // other ids clients may use for this replica (bus.Config.Aliases)
 	HTTPAddr      string   // announced in heartbeats
 	Peers         []string // initial replica-sync peers
@@ -87,7 +87,7 @@ type ReplicationConfig struct {
 	DeadAfter time.Duration
 	// LegacyV1 keeps the unauthenticated v1 bus subjects working (bus.Config.LegacyV1).
 	LegacyV1 bool
-	// MaxMembers bounds the members table (bus.Config.MaxMembers).
+	// MaxMembers bounds the members table (--bus-max-members; default bus.DefaultMaxMembers).
 	MaxMembers int
 	// MaxPendingLiveSets and MaxPendingLiveSetBytes bound the partial live sets this replica
 	// reassembles (defaults DefaultMaxPendingLiveSets, DefaultMaxPendingLiveSetBytes); the
@@ -100,9 +100,9 @@ type ReplicationConfig struct {
 	LiveSetInterval time.Duration
 }
 
-// EnableReplication wires svc to the bus over nc and starts the resync goroutine. Call it
-// before Start and before serving; Close the returned replicator before closing nc.
-func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
+// enableReplication wires s to the bus over tr and starts the resync goroutine (New calls it
+// when given WithTransport; Close closes the replicator).
+func (s *Service) enableReplication(cfg ReplicationConfig, tr bus.Transport) error {
 	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
 		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{},
 		asks: map[string]*resyncAsk{}, released: map[string]uint64{}, logLimit: bus.NewLogLimiter(0, 0)}
@@ -116,8 +116,8 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 	case cfg.JoinResyncRepeat > 0:
 		br.rs.joinRepeat = cfg.JoinResyncRepeat
 	}
-	r, err := bus.New(bus.Config{
-		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, Aliases: cfg.Aliases, HTTPAddr: cfg.HTTPAddr,
+	r, err := bus.NewWithTransport(bus.Config{
+		Cluster: cfg.Cluster, ReplicaID: s.cfg.ReplicaID, Aliases: cfg.Aliases, HTTPAddr: cfg.HTTPAddr,
 		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
 		BootID:            s.bootID,
 		HeartbeatInterval: cfg.HeartbeatInterval,
@@ -130,9 +130,9 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		OnAffinity:        br.applyAffinity,
 		OnPeerRestart:     br.peerRestarted,
 		OnMemberChange:    br.memberChanged,
-	}, nc, s.log)
+	}, tr, s.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	br.r = r
 	close(br.ready)
@@ -144,7 +144,13 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		br.trigger = cfg.Resync
 		cfg.Resync.br.Store(br)
 	}
-	return br, nil
+	return nil
+}
+
+// Replication returns the bus replicator New built over its transport, or nil without one.
+func (s *Service) Replication() *BusReplicator {
+	br, _ := s.repl.(*BusReplicator)
+	return br
 }
 
 // orDefaultDelay maps 0 to def and a negative delay to none.
@@ -305,13 +311,18 @@ func (br *BusReplicator) Members() []bus.Member { return br.r.Members() }
 func (br *BusReplicator) Stats() bus.Stats { return br.r.Stats() }
 
 // Close stops the resync goroutine and replication (publishing the leave message). It
-// detaches the ResyncTrigger, so later reconnects are ignored.
+// detaches the ResyncTrigger, so later reconnects are ignored. Service.Close calls it; later
+// calls return nil.
 func (br *BusReplicator) Close() error {
-	if br.trigger != nil {
-		br.trigger.br.CompareAndSwap(br, nil)
-	}
-	br.rs.close()
-	return br.r.Close()
+	var err error
+	br.closeOnce.Do(func() {
+		if br.trigger != nil {
+			br.trigger.br.CompareAndSwap(br, nil)
+		}
+		br.rs.close()
+		err = br.r.Close()
+	})
+	return err
 }
 
 // MemberInfo is one replica seen on the bus (GET /replica_sync/members).

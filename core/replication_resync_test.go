@@ -56,10 +56,6 @@ func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.UseKVEvents = false
-	svc, err := New(Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt := &ResyncTrigger{}
 	nc, err := bus.Connect(bus.ConnConfig{Name: id, URLs: url, NoEcho: true, ReconnectWait: 20 * time.Millisecond,
 		OnReconnect: rt.Fire})
@@ -67,17 +63,18 @@ func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig
 		t.Fatal(err)
 	}
 	rc := ReplicationConfig{
-		Cluster: "resync", ReplicaID: id, Peers: peers, Resync: rt,
+		Cluster: "resync", Peers: peers, Resync: rt,
 		ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond,
 	}
 	if edit != nil {
 		edit(&rc)
 	}
-	br, err := svc.EnableReplication(rc, nc)
+	svc, err := New(Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1, Replication: rc}, WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	br := svc.Replication()
 	svc.Start()
 	t.Cleanup(func() {
 		_ = svc.Close()
