@@ -139,6 +139,11 @@ func NewLocal(cfg engine.Config, seed uint64) (*Service, error) {
 // Start launches the expiry sweep. It is one step of Run, for tests and embedders that drive
 // the startup order themselves.
 func (s *Service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing { // Close won the race: nothing to start
+		return
+	}
 	s.wg.Add(1)
 	go s.sweepLoop()
 }

@@ -115,7 +115,8 @@ func (c *checker) checkWorkers(main *variant) {
 		bad("kvselect environment: %v", err)
 		return
 	}
-	svc, err := core.New(core.Config{Engine: cfg, Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	svc, err := core.New(cfg)
 	if err != nil {
 		bad("%v", err)
 		return
