@@ -49,7 +49,7 @@ func main() {
 }
 
 func run(port int, weight float64, log *slog.Logger) error {
-	cfg, err := core.ConfigFromEnv(os.LookupEnv)
+	cfg, err := core.ConfigFromEnv(os.LookupEnv, nil)
 	if err != nil {
 		return err
 	}

@@ -174,7 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // config builds the service configuration: DYN_ROUTER_* (core.ConfigFromEnv, warning on log
 // about values it ignores), then the flags over it, validated as a whole.
 func (o *options) config(log *slog.Logger) (core.Config, error) {
-	cfg, err := core.ConfigFromEnvLogged(os.LookupEnv, log)
+	cfg, err := core.ConfigFromEnv(os.LookupEnv, log)
 	if err != nil {
 		return cfg, err
 	}
