@@ -48,7 +48,7 @@ type Config struct {
 // NATS recovery in auto mode (recovery itself off until Recovery.Enabled), default limits.
 func DefaultConfig() Config {
 	return Config{Engine: engine.DefaultConfig(), SweepInterval: defaultSweepInterval,
-		Replication: ReplicationConfig{MaxMembers: bus.DefaultMaxMembers}, Recovery: RecoveryConfig{NATS: NATSRecoveryAuto}}
+		Replication: ReplicationConfig{Bus: bus.Config{MaxMembers: bus.DefaultMaxMembers}}, Recovery: RecoveryConfig{NATS: NATSRecoveryAuto}}
 }
 
 const defaultSweepInterval = 10 * time.Second
@@ -64,8 +64,8 @@ func (c Config) withDefaults() Config {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = defaultSweepInterval
 	}
-	if c.Replication.MaxMembers == 0 {
-		c.Replication.MaxMembers = bus.DefaultMaxMembers
+	if c.Replication.Bus.MaxMembers == 0 {
+		c.Replication.Bus.MaxMembers = bus.DefaultMaxMembers
 	}
 	if c.Recovery.NATS == "" {
 		c.Recovery.NATS = NATSRecoveryAuto
@@ -103,13 +103,13 @@ func (c *Config) Validate() error {
 
 // validate checks the replication settings (the flags that set them are named).
 func (r *ReplicationConfig) validate() error {
-	if r.DeadAfter < 0 {
+	if r.Bus.DeadAfter < 0 {
 		return fmt.Errorf("--peer-dead-after must not be negative")
 	}
-	if r.MaxMembers < 1 {
+	if r.Bus.MaxMembers < 1 {
 		return fmt.Errorf("--bus-max-members must be at least 1")
 	}
-	for _, p := range r.Peers {
+	for _, p := range r.Bus.Peers {
 		if err := ValidatePeerEndpoint(p); err != nil {
 			return fmt.Errorf("invalid replica peer endpoint `%s`: %w", p, err)
 		}

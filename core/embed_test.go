@@ -149,7 +149,7 @@ func TestEmbeddedWithNATS(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close) // after the service's Close (cleanups run last-in first-out)
-		return newEmbeddedWith(t, core.Config{ReplicaID: id, Replication: core.ReplicationConfig{Cluster: "embed", Peers: []string{peer}}},
+		return newEmbeddedWith(t, core.Config{ReplicaID: id, Replication: core.ReplicationConfig{Bus: bus.Config{Cluster: "embed", Peers: []string{peer}}}},
 			core.WithTransport(bus.NewNATSTransport(nc)))
 	}
 	a, b := mk("a", "b"), mk("b", "a")

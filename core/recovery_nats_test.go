@@ -25,7 +25,7 @@ func natsReplica(t testing.TB, url, id string, seed uint64, peers ...string) (*S
 	if err != nil {
 		t.Fatal(err)
 	}
-	br := joinBus(t, svc, id, ReplicationConfig{Cluster: "recovery", Peers: peers, HeartbeatInterval: 50 * time.Millisecond}, nc)
+	br := joinBus(t, svc, id, ReplicationConfig{Bus: bus.Config{Cluster: "recovery", Peers: peers, HeartbeatInterval: 50 * time.Millisecond}}, nc)
 	t.Cleanup(func() {
 		_ = br.Close()
 		nc.Close()

@@ -24,7 +24,7 @@ func TestNATSRecoveryProbesLiveReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		br := joinBus(t, svc, id, ReplicationConfig{Cluster: "probe", HeartbeatInterval: time.Hour}, nc)
+		br := joinBus(t, svc, id, ReplicationConfig{Bus: bus.Config{Cluster: "probe", HeartbeatInterval: time.Hour}}, nc)
 		t.Cleanup(func() { _ = br.Close(); nc.Close() })
 		return svc, nc.MaxPayload()
 	}

@@ -56,14 +56,15 @@ type BusReplicator struct {
 	closeOnce sync.Once
 }
 
-// ReplicationConfig (Config.Replication) names this replica's cluster and peers on the bus; the
-// replica's own id is Config.ReplicaID.
+// ReplicationConfig (Config.Replication) configures replica sync: the bus replicator and the
+// anti-entropy passes core runs over it.
 type ReplicationConfig struct {
-	Cluster       string   // subject namespace shared by the replicas (--cluster)
-	Aliases       []string // other ids clients may use for this replica (bus.Config.Aliases)
-	HTTPAddr      string   // announced in heartbeats
-	Peers         []string // initial replica-sync peers
-	DiscoverPeers bool     // treat every live member as a peer
+	// Bus configures the replicator: Cluster (--cluster), Aliases, HTTPAddr (--advertise-http),
+	// Peers (--replica-sync-peers), DiscoverPeers, HeartbeatInterval, DeadAfter
+	// (--peer-dead-after: the heartbeat silence after which a peer's mirrored bookings are
+	// released, replication_dead.go), LegacyV1 (--bus-v1), MaxMembers (--bus-max-members) and
+	// queue sizes. The service sets ReplicaID (Config.ReplicaID), BootID and the callbacks.
+	Bus bus.Config
 
 	// Resync, if set, is attached to the replicator so that its Fire (wired into
 	// bus.ConnConfig.OnReconnect) schedules a republish of the live local bookings.
@@ -79,16 +80,6 @@ type ReplicationConfig struct {
 	// JoinResyncRepeat is when the join pass is repeated (default JoinResyncRepeat; negative
 	// means no repeat).
 	JoinResyncRepeat time.Duration
-	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
-	HeartbeatInterval time.Duration
-	// DeadAfter is the heartbeat silence after which a peer counts as dead and its mirrored
-	// bookings are released (default bus.DefaultMissedBeats × HeartbeatInterval); see
-	// replication_dead.go.
-	DeadAfter time.Duration
-	// LegacyV1 keeps the unauthenticated v1 bus subjects working (bus.Config.LegacyV1).
-	LegacyV1 bool
-	// MaxMembers bounds the members table (--bus-max-members; default bus.DefaultMaxMembers).
-	MaxMembers int
 	// MaxPendingLiveSets and MaxPendingLiveSetBytes bound the partial live sets this replica
 	// reassembles (defaults DefaultMaxPendingLiveSets, DefaultMaxPendingLiveSetBytes); the
 	// oldest partial set is evicted first.
@@ -103,7 +94,7 @@ type ReplicationConfig struct {
 // enableReplication wires s to the bus over tr and starts the resync goroutine (New calls it
 // when given WithTransport; Close closes the replicator).
 func (s *Service) enableReplication(cfg ReplicationConfig, tr bus.Transport) error {
-	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
+	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.Bus.DiscoverPeers, ledger: ledger{},
 		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{},
 		asks: map[string]*resyncAsk{}, released: map[string]uint64{}, logLimit: bus.NewLogLimiter(0, 0)}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
@@ -116,21 +107,11 @@ func (s *Service) enableReplication(cfg ReplicationConfig, tr bus.Transport) err
 	case cfg.JoinResyncRepeat > 0:
 		br.rs.joinRepeat = cfg.JoinResyncRepeat
 	}
-	r, err := bus.NewWithTransport(bus.Config{
-		Cluster: cfg.Cluster, ReplicaID: s.cfg.ReplicaID, Aliases: cfg.Aliases, HTTPAddr: cfg.HTTPAddr,
-		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
-		BootID:            s.bootID,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		DeadAfter:         cfg.DeadAfter,
-		LegacyV1:          cfg.LegacyV1,
-		MaxMembers:        cfg.MaxMembers,
-		OnLifecycle:       br.apply,
-		OnLiveSet:         br.applyLiveSet,
-		OnResyncRequest:   br.resyncRequested,
-		OnAffinity:        br.applyAffinity,
-		OnPeerRestart:     br.peerRestarted,
-		OnMemberChange:    br.memberChanged,
-	}, tr, s.log)
+	bc := cfg.Bus
+	bc.ReplicaID, bc.BootID = s.cfg.ReplicaID, s.bootID
+	bc.OnLifecycle, bc.OnLiveSet, bc.OnResyncRequest = br.apply, br.applyLiveSet, br.resyncRequested
+	bc.OnAffinity, bc.OnPeerRestart, bc.OnMemberChange = br.applyAffinity, br.peerRestarted, br.memberChanged
+	r, err := bus.NewWithTransport(bc, tr, s.log)
 	if err != nil {
 		return err
 	}

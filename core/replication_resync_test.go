@@ -63,9 +63,8 @@ func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig
 		t.Fatal(err)
 	}
 	rc := ReplicationConfig{
-		Cluster: "resync", Peers: peers, Resync: rt,
-		ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
-		HeartbeatInterval: 100 * time.Millisecond,
+		Bus:    bus.Config{Cluster: "resync", Peers: peers, HeartbeatInterval: 100 * time.Millisecond},
+		Resync: rt, ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
 	}
 	if edit != nil {
 		edit(&rc)

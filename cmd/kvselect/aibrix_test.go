@@ -44,7 +44,7 @@ func startAIBrixNode(t *testing.T, natsURL, id, peer, policyYAML string) *aibrix
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Logger: log, Replication: core.ReplicationConfig{Cluster: "aibrix", Peers: []string{peer}}},
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Logger: log, Replication: core.ReplicationConfig{Bus: bus.Config{Cluster: "aibrix", Peers: []string{peer}}}},
 		core.WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		t.Fatal(err)

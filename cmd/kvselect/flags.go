@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 )
@@ -189,11 +190,11 @@ func (o *options) applyFlags(cfg *core.Config) {
 	cfg.ReplicaID = o.resolvedReplicaID()
 	cfg.SweepInterval = o.sweepInterval
 	cfg.MaxKVListeners = o.limits.maxListeners
-	cfg.Replication = core.ReplicationConfig{
+	cfg.Replication = core.ReplicationConfig{Bus: bus.Config{
 		Cluster: o.cluster, Aliases: localAliases(cfg.ReplicaID, o.syncPort()), HTTPAddr: advertisedHTTP(o),
 		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers,
 		DeadAfter: o.nats.peerDeadAfter, LegacyV1: o.legacyV1(), MaxMembers: o.nats.maxMembers,
-	}
+	}}
 	// A replica on a private embedded server cannot have live peers, so by default it does not
 	// wait to discover any.
 	wait := o.recoveryDiscovery

@@ -82,7 +82,7 @@ func run(args []string, stderr io.Writer) error {
 	defer nc.Close()
 	cfg.Recovery.MaxChunk = recovery.ChunkLimit(nc.MaxPayload())
 
-	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", cfg.ReplicaID, "aliases", cfg.Replication.Aliases)
+	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", cfg.ReplicaID, "aliases", cfg.Replication.Bus.Aliases)
 	svc, err := core.New(cfg, core.WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		return err
