@@ -44,14 +44,10 @@ type Config struct {
 	Scoring engine.Scoring
 }
 
-// DefaultConfig is Dynamo's router defaults with kvselect's service defaults: a 10 s sweep,
-// NATS recovery in auto mode (recovery itself off until Recovery.Enabled), default limits.
-func DefaultConfig() Config {
-	return Config{Engine: engine.DefaultConfig(), SweepInterval: defaultSweepInterval,
-		Replication: ReplicationConfig{Bus: bus.Config{MaxMembers: bus.DefaultMaxMembers}}, Recovery: RecoveryConfig{NATS: NATSRecoveryAuto}}
-}
-
-const defaultSweepInterval = 10 * time.Second
+// DefaultConfig is Dynamo's router defaults with kvselect's service defaults (withDefaults): a
+// 10 s sweep, NATS recovery in auto mode (recovery itself off until Recovery.Enabled), default
+// limits, a discarding logger.
+func DefaultConfig() Config { return Config{Engine: engine.DefaultConfig()}.withDefaults() }
 
 // withDefaults fills the zero fields New accepts as "default".
 func (c Config) withDefaults() Config {
@@ -62,7 +58,7 @@ func (c Config) withDefaults() Config {
 		c.Clock = time.Now
 	}
 	if c.SweepInterval == 0 {
-		c.SweepInterval = defaultSweepInterval
+		c.SweepInterval = 10 * time.Second
 	}
 	if c.Replication.Bus.MaxMembers == 0 {
 		c.Replication.Bus.MaxMembers = bus.DefaultMaxMembers
@@ -87,8 +83,10 @@ func (c *Config) Validate() error {
 	if c.SweepInterval <= 0 {
 		return fmt.Errorf("--sweep-interval must be positive, got %v", c.SweepInterval)
 	}
-	if _, err := ParseNATSRecoveryMode(string(c.Recovery.NATS)); err != nil {
-		return fmt.Errorf("--nats-recovery: %w", err)
+	switch m := c.Recovery.NATS; m {
+	case NATSRecoveryAuto, NATSRecoveryOff, NATSRecoveryForce:
+	default:
+		return fmt.Errorf("--nats-recovery: core: --nats-recovery must be auto, off or force: %q", m)
 	}
 	if l := c.Engine.Limits; l.IndexHeadroom < 1 {
 		return fmt.Errorf("--index-headroom must be at least 1")

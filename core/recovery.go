@@ -38,20 +38,6 @@ const (
 	NATSRecoveryForce NATSRecoveryMode = "force"
 )
 
-// ErrRecoveryMode is returned by ParseNATSRecoveryMode for an unknown mode.
-var ErrRecoveryMode = errors.New("core: --nats-recovery must be auto, off or force")
-
-// ParseNATSRecoveryMode validates a mode name ("" is auto).
-func ParseNATSRecoveryMode(s string) (NATSRecoveryMode, error) {
-	switch m := NATSRecoveryMode(s); m {
-	case "":
-		return NATSRecoveryAuto, nil
-	case NATSRecoveryAuto, NATSRecoveryOff, NATSRecoveryForce:
-		return m, nil
-	}
-	return "", fmt.Errorf("%w: %q", ErrRecoveryMode, s)
-}
-
 // RecoveryConfig (Config.Recovery) configures startup recovery.
 type RecoveryConfig struct {
 	// Enabled makes Run recover the index before it opens the KV-event gate, and /ready report

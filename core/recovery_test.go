@@ -216,15 +216,20 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	}
 }
 
-// TestRecoveryModes pins ParseNATSRecoveryMode.
+// TestRecoveryModes pins the --nats-recovery modes Config.Validate accepts ("" is auto in New).
 func TestRecoveryModes(t *testing.T) {
-	for in, want := range map[string]NATSRecoveryMode{"": NATSRecoveryAuto, "auto": NATSRecoveryAuto, "off": NATSRecoveryOff, "force": NATSRecoveryForce} {
-		if got, err := ParseNATSRecoveryMode(in); err != nil || got != want {
-			t.Errorf("%q: %v %v", in, got, err)
+	for _, m := range []NATSRecoveryMode{"", "auto", "off", "force", "always"} {
+		c := Config{Engine: engine.DefaultConfig(), Recovery: RecoveryConfig{NATS: m}}.withDefaults()
+		err := c.Validate()
+		if want := m == "always"; (err != nil) != want {
+			t.Errorf("%q: %v", m, err)
+		}
+		if m == "always" && err.Error() != `--nats-recovery: core: --nats-recovery must be auto, off or force: "always"` {
+			t.Errorf("message %q", err)
 		}
 	}
-	if _, err := ParseNATSRecoveryMode("always"); err == nil {
-		t.Error("unknown mode accepted")
+	if m := (Config{}).withDefaults().Recovery.NATS; m != NATSRecoveryAuto {
+		t.Errorf("default mode %q", m)
 	}
 }
 

@@ -7,21 +7,14 @@ import (
 	"github.com/kvselect/kvselect/recovery"
 )
 
-// Run performs the startup order and then serves until ctx ends, when it shuts down in
-// reverse (Close) and returns. The order (the seed's, spec §1.2):
-//
-//  1. New has joined the bus (WithTransport), so peers mirror this replica's bookings;
-//  2. KV-event listeners start and buffer (EnableKVEvents; no-op without use_kv_events);
-//  3. with Recovery.Enabled, the index is recovered from a peer and submitted (Recover), while
-//     /ready answers 503;
-//  4. listeners may apply what they buffered (OpenGate);
-//  5. with a transport and Recovery.Enabled, this replica answers peers' snapshot requests
-//     (ServeSnapshots);
-//  6. the expiry sweep starts (Start), and Started is closed.
-//
-// ctx ending during recovery ends it (the replica starts empty) and Run shuts down without
-// serving. Serve HTTP before calling Run so that liveness answers during a long recovery. Run
-// returns nil after a clean shutdown, or the error that stopped startup (after Close).
+// Run performs the startup order, serves until ctx ends, then shuts down in reverse (Close). The
+// order (the seed's, spec §1.2), after New joined the bus: KV-event listeners start and buffer
+// (EnableKVEvents); with Recovery.Enabled the index is recovered and submitted (Recover) while
+// /ready answers 503; listeners apply what they buffered (OpenGate); a replicating,
+// recovering replica answers peers' snapshot requests (ServeSnapshots); the sweep starts
+// (Start) and Started is closed. ctx ending during recovery ends it and Run shuts down at once.
+// Serve HTTP before Run so that liveness answers during a long recovery. Run returns nil after
+// a clean shutdown, or the error that stopped startup (after Close).
 func (s *Service) Run(ctx context.Context) error {
 	s.EnableKVEvents()
 	if rc := s.cfg.Recovery; rc.Enabled {
