@@ -16,7 +16,11 @@ import (
 // Serve HTTP before Run so that liveness answers during a long recovery. Run returns nil after
 // a clean shutdown, or the error that stopped startup (after Close).
 func (s *Service) Run(ctx context.Context) error {
+	// Under catMu: HTTP catalog changes and the workers file may already be running, and each
+	// change's listener reconciliation must not interleave with this first one.
+	s.catMu.Lock()
 	s.EnableKVEvents()
+	s.catMu.Unlock()
 	if rc := s.cfg.Recovery; rc.Enabled {
 		s.Recover(ctx, rc)
 	}
