@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/api"
 	"github.com/kvselect/kvselect/recovery"
@@ -170,21 +171,21 @@ func run(args []string, stderr io.Writer) error {
 // connectBus connects to the replicas' bus: the embedded single-node (or clustered) server
 // unless --nats-url names one. onReconnect runs after every reconnect. A non-nil emb must be
 // shut down by the caller, also when err is not nil.
-func connectBus(o *options, replicaID string, log *slog.Logger, onReconnect func()) (nc *nats.Conn, emb *bus.Embedded, err error) {
+func connectBus(o *options, replicaID string, log *slog.Logger, onReconnect func()) (nc *nats.Conn, emb *natsembed.Server, err error) {
 	connCfg := bus.ConnConfig{
 		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
 		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
 		NoEcho: true, Logger: log, OnReconnect: onReconnect,
 	}
 	if o.natsURL == "" {
-		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log}
+		eo := natsembed.Options{ListenAddr: o.natsListen, Logger: log}
 		if o.natsClusterListen != "" {
 			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
 		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
 			return nil, nil, err
 		}
-		if emb, err = bus.StartEmbedded(eo); err != nil {
+		if emb, err = natsembed.Start(eo); err != nil {
 			return nil, nil, fmt.Errorf("embedded NATS: %w", err)
 		}
 		connCfg.Embedded = emb
