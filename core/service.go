@@ -12,32 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
 )
-
-// Config configures a Service.
-type Config struct {
-	// Engine is the router configuration (Dynamo's KvRouterConfig). Start from
-	// engine.DefaultConfig or ConfigFromEnv.
-	Engine engine.Config
-	// ReplicaID names this replica on the bus (a Dynamo-style "tcp://host:port" is fine).
-	ReplicaID string
-	// SweepInterval is how often expired bookings, approximate-index entries and stale pending
-	// selections are reclaimed (default 10 s).
-	SweepInterval time.Duration
-	// Logger receives the service's logs (default: discard).
-	Logger *slog.Logger
-	// Clock returns the current time (default time.Now). Tests inject a fake clock.
-	Clock func() time.Time
-	// Seed seeds the engine's random source; 0 draws a seed from crypto/rand.
-	Seed uint64
-	// Scoring adds custom scorers and a custom picker to selection (engine.Scoring documents
-	// the pipeline and the contract for implementations).
-	Scoring engine.Scoring
-	// MaxKVListeners bounds the KV-event listeners (0: DefaultMaxKVListeners, negative: none);
-	// see kvingest_limits.go.
-	MaxKVListeners int
-}
 
 // Replicator publishes this replica's lifecycle events to its peers and manages the peer set.
 // Implementations must not block in Publish (queue and drop when full).
@@ -82,31 +59,25 @@ type Service struct {
 	log   *slog.Logger
 	clock func() time.Time
 	repl  Replicator    // nil: replica sync disabled
+	tr    bus.Transport // set by WithTransport: New builds repl over it and Close closes that
 	kv    *kvIngest     // nil: KV events off or not started
 	rec   recoveryState // startup recovery and snapshot serving (recovery.go)
 	wf    *workersFile  // nil without a workers file (workersfile.go; guarded by catMu)
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop    chan struct{}
+	started chan struct{} // closed by Run once startup is done (run.go)
+	wg      sync.WaitGroup
 }
 
-// Option customises a Service at construction.
-type Option func(*Service)
-
-// WithReplicator enables replica synchronisation through r.
-func WithReplicator(r Replicator) Option { return func(s *Service) { s.repl = r } }
-
-// New builds a Service. It validates the configuration (reading the tracking key file when
-// keyed tracking hashes are configured) but starts nothing: call Start.
+// New builds a Service from cfg (zero fields take DefaultConfig's values; the result must pass
+// Validate), reading the tracking key file when keyed tracking hashes are configured. Given a
+// transport (WithTransport) it also joins the replicas' bus, so that peers see this replica and
+// its bookings from now on; otherwise it starts nothing. Run (or the low-level methods it
+// calls) starts the rest.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.SweepInterval <= 0 {
-		cfg.SweepInterval = 10 * time.Second
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Seed == 0 {
 		var b [8]byte
@@ -136,10 +107,18 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	if cfg.Engine.ApproximateLRUFallbackWarn {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
-	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot,
+	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), started: make(chan struct{}), bootID: boot,
 		waiters: map[engine.Ticket]*waiter{}}
 	for _, o := range opts {
 		o(s)
+	}
+	if cfg.Recovery.Enabled {
+		s.expectRecovery()
+	}
+	if s.tr != nil {
+		if err := s.enableReplication(cfg.Replication, s.tr); err != nil {
+			return nil, fmt.Errorf("replication: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -150,16 +129,21 @@ func NewLocal(cfg engine.Config, seed uint64) (*Service, error) {
 	return New(Config{Engine: cfg, Seed: seed})
 }
 
-// Start launches the background work: the expiry sweep. (KV-event listeners start with
-// EnableKVEvents, replication with EnableReplication.) Startup index recovery, when configured,
-// runs before Start.
+// Start launches the expiry sweep. It is one step of Run, for tests and embedders that drive
+// the startup order themselves.
 func (s *Service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing { // Close won the race: nothing to start
+		return
+	}
 	s.wg.Add(1)
 	go s.sweepLoop()
 }
 
 // Close stops background work and marks the service as shutting down: later selections get
-// 503. It is safe to call more than once.
+// 503. The reverse of the startup order: parked requests fail, listeners and the sweep stop, and
+// a replicator New created leaves the bus last. It is safe to call more than once.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	if s.closing {
@@ -175,6 +159,9 @@ func (s *Service) Close() error {
 		kv.close()
 	}
 	s.wg.Wait()
+	if br, ok := s.repl.(*BusReplicator); ok && s.tr != nil {
+		return br.Close()
+	}
 	return nil
 }
 
