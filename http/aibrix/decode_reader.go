@@ -99,6 +99,13 @@ func (r *reader) token() error {
 
 // name reads an object member name; the result is valid until the next read.
 func (r *reader) name() ([]byte, error) {
+	if r.dec.PeekKind() != '"' {
+		_, err := r.dec.ReadToken() // reports the non-string name at its offset
+		if err == nil {
+			err = errUnexpectedToken
+		}
+		return nil, err
+	}
 	v, err := r.dec.ReadValue()
 	if err != nil {
 		return nil, err
