@@ -384,14 +384,14 @@ func (r *reader) attributes(field string, ar *Attributes) (Attributes, error) {
 			}
 			continue
 		}
-		if !ValidAttributeName(string(name)) {
-			first = invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
+		attr := Attribute{Name: r.nameString(name)}
+		if !ValidAttributeName(attr.Name) {
+			first = invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", attr.Name)
 			if err := r.skip(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		attr := Attribute{Name: r.nameString(name)}
 		k, err := r.peek()
 		if err != nil {
 			return nil, err

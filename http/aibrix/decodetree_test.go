@@ -1,7 +1,7 @@
 package aibrix
 
 // The reference decoder the production decoder (decode.go) is held to: the
-// former tree decoder, which parses the body into an internal/strictjson tree
+// former tree decoder, which parses the body into a strict tree (oracle_parse_test.go)
 // and validates it member by member. It is test-only now; the differential
 // tests (decode_diff_test.go) and FuzzDecodeMatchesTree require both decoders
 // to agree on every body: the same verdict, sentinel, Field and Request.
@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
 // decodeTree is the reference decoder: it parses body into a strictjson
@@ -22,19 +20,19 @@ import (
 // DecodeRequest reports and is the oracle the differential tests hold
 // decodeFast to.
 func decodeTree(body []byte) (*Request, error) {
-	doc, err := strictjson.Parse(body)
+	doc, err := sjParse(body)
 	if err != nil {
 		return nil, treeSyntaxProblem(err)
 	}
 	defer doc.Release() // the Request keeps only strings, which stay valid
 	root := doc.Root()
-	if root.Kind() != strictjson.Object {
+	if root.Kind() != sjObject {
 		return nil, invalid("", titleType, "the document must be a JSON object, got %s", root.Kind())
 	}
 	var (
 		req                   Request
 		haveAPI, haveKind     bool
-		metadata, spec        strictjson.Value
+		metadata, spec        sjValue
 		haveMetadata, hasSpec bool
 	)
 	for m := root.First(); m.Valid(); m = m.Next() {
@@ -86,20 +84,20 @@ func decodeTree(body []byte) (*Request, error) {
 // Field of a duplicate member is the path of the repeated member itself,
 // so a client sees "spec.candidates[0].id" rather than the enclosing object.
 func treeSyntaxProblem(err error) *RequestError {
-	var se *strictjson.SyntaxError
+	var se *sjSyntaxError
 	if !errors.As(err, &se) {
 		return &RequestError{Title: "Malformed JSON", Detail: err.Error(), err: ErrMalformedJSON}
 	}
 	re := &RequestError{Field: se.Path}
 	switch {
-	case errors.Is(err, strictjson.ErrEmpty):
+	case errors.Is(err, sjErrEmpty):
 		re.Title, re.err = "Empty body", ErrEmptyBody
 		re.Detail = "the request body must hold one JSON object"
-	case errors.Is(err, strictjson.ErrDuplicateMember):
+	case errors.Is(err, sjErrDuplicateMember):
 		re.Title, re.err = "Duplicate JSON member", ErrDuplicateMember
 		re.Detail = fmt.Sprintf("member %q appears more than once in the same object (byte %d)", se.Name, se.Offset)
 		re.Field = treeJoinPath(se.Path, se.Name)
-	case errors.Is(err, strictjson.ErrTrailingData):
+	case errors.Is(err, sjErrTrailingData):
 		re.Title, re.err = "Trailing data", ErrTrailingData
 		re.Detail = fmt.Sprintf("only one JSON value is allowed; found more input at byte %d", se.Offset)
 	default:
@@ -117,11 +115,11 @@ func treeJoinPath(base, key string) string {
 }
 
 // treeRequiredString checks a required string member (null counts as missing).
-func treeRequiredString(field string, v strictjson.Value) (string, error) {
+func treeRequiredString(field string, v sjValue) (string, error) {
 	switch v.Kind() {
-	case strictjson.String:
+	case sjString:
 		return v.Str(), nil
-	case strictjson.Null:
+	case sjNull:
 		return "", invalid(field, titleMissing, "%s is required and must not be null", field)
 	default:
 		return "", invalid(field, titleType, "must be a string, got %s", v.Kind())
@@ -129,11 +127,11 @@ func treeRequiredString(field string, v strictjson.Value) (string, error) {
 }
 
 // treeRequiredObject checks a required object member (null counts as missing).
-func treeRequiredObject(field string, v strictjson.Value) error {
+func treeRequiredObject(field string, v sjValue) error {
 	switch v.Kind() {
-	case strictjson.Object:
+	case sjObject:
 		return nil
-	case strictjson.Null:
+	case sjNull:
 		return invalid(field, titleMissing, "%s is required and must not be null", field)
 	default:
 		return invalid(field, titleType, "must be an object, got %s", v.Kind())
@@ -142,19 +140,19 @@ func treeRequiredObject(field string, v strictjson.Value) error {
 
 // treeOptionalKind checks an optional member: present members must have kind k;
 // null is rejected because the contract says optional members are omitted.
-func treeOptionalKind(field string, v strictjson.Value, k strictjson.Kind) error {
+func treeOptionalKind(field string, v sjValue, k sjKind) error {
 	switch v.Kind() {
 	case k:
 		return nil
-	case strictjson.Null:
+	case sjNull:
 		return invalid(field, titleNull, "optional members must be omitted instead of null")
 	default:
 		return invalid(field, titleType, "must be a%s %s, got %s", treeArticle(k), k, v.Kind())
 	}
 }
 
-func treeArticle(k strictjson.Kind) string {
-	if k == strictjson.Object || k == strictjson.Array {
+func treeArticle(k sjKind) string {
+	if k == sjObject || k == sjArray {
 		return "n"
 	}
 	return ""
@@ -164,7 +162,7 @@ func treeArticle(k strictjson.Kind) string {
 // a required string of 1..MaxIDBytes bytes. UTF-8 validity is guaranteed by
 // the parser. Unknown members (including a decisionId, which only responses
 // carry) are ignored.
-func treeMetadata(v strictjson.Value, req *Request) error {
+func treeMetadata(v sjValue, req *Request) error {
 	if err := treeRequiredObject("metadata", v); err != nil {
 		return err
 	}
@@ -186,7 +184,7 @@ func treeMetadata(v strictjson.Value, req *Request) error {
 // treeSpec validates spec: model (non-empty string), policyMode (exact
 // enum), the optional policyContext.attributes, and candidates. The model
 // is used verbatim: kvselect neither normalises nor changes it.
-func treeSpec(v strictjson.Value, req *Request) error {
+func treeSpec(v sjValue, req *Request) error {
 	if err := treeRequiredObject("spec", v); err != nil {
 		return err
 	}
@@ -212,7 +210,7 @@ func treeSpec(v strictjson.Value, req *Request) error {
 			}
 			req.PolicyMode, haveMode = PolicyMode(s), true
 		case "policyContext":
-			if err := treeOptionalKind("spec.policyContext", m, strictjson.Object); err != nil {
+			if err := treeOptionalKind("spec.policyContext", m, sjObject); err != nil {
 				return err
 			}
 			if a, ok := m.Get("attributes"); ok {
@@ -242,10 +240,10 @@ func treeSpec(v strictjson.Value, req *Request) error {
 
 // treeCandidates decodes the candidates array into req.Candidates and
 // enforces id uniqueness across candidates.
-func treeCandidates(v strictjson.Value, req *Request) error {
+func treeCandidates(v sjValue, req *Request) error {
 	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
+	case sjArray:
+	case sjNull:
 		return invalid("spec.candidates", titleMissing, "spec.candidates is required and must not be null")
 	default:
 		return invalid("spec.candidates", titleType, "must be an array, got %s", v.Kind())
@@ -318,9 +316,9 @@ func treePrefixed(err error, prefix string) error {
 }
 
 // treeCandidate decodes one candidate; error fields are relative to it.
-func treeCandidate(v strictjson.Value, ar *treeArena) (Candidate, error) {
+func treeCandidate(v sjValue, ar *treeArena) (Candidate, error) {
 	var c Candidate
-	if v.Kind() != strictjson.Object {
+	if v.Kind() != sjObject {
 		return c, invalid("", titleType, "each candidate must be an object, got %s", v.Kind())
 	}
 	var haveID, havePorts bool
@@ -380,10 +378,10 @@ func treeCheckCandidateID(field, s string) error {
 }
 
 // treePorts appends the ports to *ar and returns the window holding them.
-func treePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
+func treePorts(field string, v sjValue, ar *[]int) ([]int, error) {
 	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
+	case sjArray:
+	case sjNull:
 		return nil, invalid(field, titleMissing, "ports are required and must not be null")
 	default:
 		return nil, invalid(field, titleType, "must be an array, got %s", v.Kind())
@@ -395,7 +393,7 @@ func treePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
 	i := 0
 	for e := v.First(); e.Valid(); e = e.Next() {
 		pf := field // made precise only on error
-		if e.Kind() != strictjson.Number {
+		if e.Kind() != sjNumber {
 			pf = field + "[" + strconv.Itoa(i) + "]"
 			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Kind())
 		}
@@ -422,14 +420,14 @@ func treePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
 }
 
 // treeAttributes decodes an attributes object into its own slice.
-func treeAttributes(field string, v strictjson.Value) (Attributes, error) {
+func treeAttributes(field string, v sjValue) (Attributes, error) {
 	var own Attributes
 	return treeAttributesInto(field, v, &own)
 }
 
 // treeAttributesInto appends to *ar and returns the window it used.
-func treeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attributes, error) {
-	if err := treeOptionalKind(field, v, strictjson.Object); err != nil {
+func treeAttributesInto(field string, v sjValue, ar *Attributes) (Attributes, error) {
+	if err := treeOptionalKind(field, v, sjObject); err != nil {
 		return nil, err
 	}
 	if v.Len() > MaxAttributes {
@@ -444,7 +442,7 @@ func treeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attri
 		if !ValidAttributeName(name) {
 			return nil, invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
 		}
-		if m.Kind() != strictjson.String {
+		if m.Kind() != sjString {
 			return nil, invalid(field+"."+name, titleType, "attribute values must be strings, got %s", m.Kind())
 		}
 		if n := len(m.Str()); n > MaxAttributeValueLen && utf8.RuneCountInString(m.Str()) > MaxAttributeValueLen {
@@ -461,15 +459,15 @@ func treeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attri
 // The Gateway omits unavailable, non-finite, negative or above-one values
 // itself, so an out-of-range value here means a non-Gateway client or a
 // Gateway bug; it is rejected rather than clamped so the problem is seen.
-func treeMetrics(v strictjson.Value, out *Metrics) error {
-	if err := treeOptionalKind("", v, strictjson.Object); err != nil {
+func treeMetrics(v sjValue, out *Metrics) error {
+	if err := treeOptionalKind("", v, sjObject); err != nil {
 		return err
 	}
 	for m := v.First(); m.Valid(); m = m.Next() {
 		mf := m.Key() // relative; the caller prefixes the path on error
 		switch m.Key() {
 		case "runningRequests":
-			if err := treeOptionalKind(mf, m, strictjson.Number); err != nil {
+			if err := treeOptionalKind(mf, m, sjNumber); err != nil {
 				return err
 			}
 			x, ok := m.Integral()
@@ -481,7 +479,7 @@ func treeMetrics(v strictjson.Value, out *Metrics) error {
 			}
 			out.RunningRequests, out.HasRunningRequests = x, true
 		case "engineUtilization", "kvCacheUsage":
-			if err := treeOptionalKind(mf, m, strictjson.Number); err != nil {
+			if err := treeOptionalKind(mf, m, sjNumber); err != nil {
 				return err
 			}
 			f, ok := m.Float()

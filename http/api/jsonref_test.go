@@ -235,7 +235,7 @@ func compareAll(body []byte) error {
 
 // requestTypes are the Go types of every table, for the coverage test and the generator.
 var requestTypes = []struct {
-	typ   reflect.Type
+	typ reflect.Type
 }{
 	{reflect.TypeFor[core.SelectRequest]()},
 	{reflect.TypeFor[core.ReservationRequest]()},
@@ -244,5 +244,3 @@ var requestTypes = []struct {
 	{reflect.TypeFor[outputBlockRequest]()},
 	{reflect.TypeFor[peerRequest]()},
 }
-
-
