@@ -107,10 +107,10 @@ func (st *requestSlot) decode(body []byte) (*Request, error) {
 	defer putReader(r)
 	st.req = Request{}
 	if cap(st.cands) == 0 {
-		// A fresh slot: size the arrays once from a cheap count of the "ports" members (a
-		// hint only; the arrays still grow if it is wrong), so a decode allocates a fixed
-		// number of times rather than once per doubling.
-		n := bytes.Count(body, []byte(`"ports"`))
+		// A fresh slot: size the arrays once from a cheap count of '[' (every candidate has
+		// a ports array; a hint only, the arrays still grow if it is wrong), so a decode
+		// allocates a fixed number of times rather than once per doubling.
+		n := bytes.Count(body, []byte{'['})
 		st.cands, st.ports, st.attrs = make([]Candidate, 0, n), make([]int, 0, 2*n), make(Attributes, 0, 2*n+2)
 		if n > 8 {
 			st.seen = make(map[string]int, n)
