@@ -4,6 +4,7 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,6 +155,9 @@ func reserveRequest(c scriptCmd) *ReservationRequest {
 	if c.has("prefill") {
 		req.EffectivePrefillTokens = ptr(c.num("prefill", 0))
 	}
+	if c.has("prefill_load_scale") {
+		req.RouterConfigOverride = &ConfigOverride{PrefillLoadScale: c.float("prefill_load_scale")}
+	}
 	return req
 }
 
@@ -175,8 +179,11 @@ func (s *scriptState) run(c scriptCmd) string {
 	e := s.e
 	switch c.name {
 	case "new":
-		cfg := configOf(c)
-		s.e, s.now = newEngine(s.t, &cfg), t0
+		e, err := New(configOf(c), Options{Rand: rand.New(rand.NewPCG(7, 11))})
+		if err != nil {
+			return errLine(err)
+		}
+		s.e, s.now = e, t0
 		return "ok"
 	case "register":
 		rec, err := e.UpsertWorker(workerSpec(c))
@@ -274,8 +281,8 @@ func (s *scriptState) run(c scriptCmd) string {
 	case "limits":
 		st := e.LimitStats()
 		n := st.Counters
-		return fmt.Sprintf("bookings=%d booked_blocks=%d workers=%d partitions=%d\nrejected: bookings=%d per_worker=%d workers=%d partitions=%d\ndropped_peer_bookings=%d reclaimed_partitions=%d",
-			st.Bookings, st.BookedBlocks, st.Workers, st.Partitions, n.RejectedBookings, n.RejectedWorkerBooking,
+		return fmt.Sprintf("bookings=%d booked_blocks=%d per_worker_entries=%d workers=%d partitions=%d\nrejected: bookings=%d per_worker=%d workers=%d partitions=%d\ndropped_peer_bookings=%d reclaimed_partitions=%d",
+			st.Bookings, st.BookedBlocks, len(e.bounds.perWorker), st.Workers, st.Partitions, n.RejectedBookings, n.RejectedWorkerBooking,
 			n.RejectedWorkers, n.RejectedPartitions, n.DroppedPeerBookings, n.ReclaimedPartitions)
 	case "peer_add", "peer_prefill_complete", "peer_free":
 		return fmt.Sprintf("applied %t", e.ApplyReplica(peerEvent(c), s.now))

@@ -182,7 +182,12 @@ func (c scriptCmd) tokens(key string) []uint32 {
 }
 
 // errLine prints an engine error with the sentinel it wraps.
-func errLine(err error) string { return fmt.Sprintf("error (%s): %v", sentinelName(err), err) }
+func errLine(err error) string {
+	if n := sentinelName(err); n != "" {
+		return fmt.Sprintf("error (%s): %v", n, err)
+	}
+	return fmt.Sprintf("error: %v", err)
+}
 
 // orNone joins lines, or says none.
 func orNone(lines []string) string {
