@@ -8,6 +8,7 @@ package engine
 // behaviour the comments of the script state before committing it.
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -183,7 +184,14 @@ func (c scriptCmd) tokens(key string) []uint32 {
 
 // errLine prints an engine error with the sentinel it wraps.
 func errLine(err error) string {
-	if n := sentinelName(err); n != "" {
+	n := sentinelName(err)
+	switch {
+	case errors.Is(err, ErrTooManyBookings):
+		n = "too_many_bookings"
+	case errors.Is(err, ErrTableFull):
+		n = "table_full"
+	}
+	if n != "" {
 		return fmt.Sprintf("error (%s): %v", n, err)
 	}
 	return fmt.Sprintf("error: %v", err)
