@@ -72,6 +72,9 @@ func workerSpec(c scriptCmd) WorkerSpec {
 		ws.Endpoint = nil
 	}
 	ws.Taints = c.list("taints")
+	if c.flag("incomplete") { // only an id and a model: never schedulable
+		ws = WorkerSpec{WorkerID: ws.WorkerID, ModelName: ws.ModelName}
+	}
 	return ws
 }
 
@@ -324,6 +327,12 @@ func peerEvent(c scriptCmd) *ReplicaEvent {
 		ev.Kind = LifecyclePrefillComplete
 	default:
 		ev.Kind = LifecycleFree
+	}
+	if c.flag("nobody") {
+		ev.Add = nil
+	}
+	if c.has("kind") {
+		ev.Kind = LifecycleKind(c.num("kind", 0))
 	}
 	return ev
 }
