@@ -141,6 +141,8 @@ func (c *cluster) run(cmd scriptCmd) string {
 		return fmt.Sprintf("reversed %d", len(q))
 	case "expire":
 		return c.expire(c.rep(cmd.str("on", "")))
+	case "recover":
+		return c.recoverCmd(cmd)
 	}
 	for _, r := range c.reps {
 		if r.name == cmd.name {

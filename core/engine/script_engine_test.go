@@ -215,6 +215,8 @@ func (s *scriptState) run(c scriptCmd) string {
 			return fmt.Sprintf("removed %d unknown %d dropped %d", st.RemovedBlocks, st.UnknownRemoved, st.Dropped)
 		}
 		return fmt.Sprintf("cleared %d dropped %d", st.Cleared, st.Dropped)
+	case "clear_owner":
+		return fmt.Sprintf("known %t", e.ClearOwnerBlocks(c.owner()))
 	case "overlap":
 		q := &PromptQuery{Prompt: tokenPrompt(c.tokens("tokens"))}
 		sc, err := e.OverlapScores(q)
@@ -281,6 +283,8 @@ func (s *scriptState) run(c scriptCmd) string {
 		return bookingLines(e)
 	case "sessions":
 		return sessionLines(e)
+	case "dump":
+		return dumpLines(e)
 	case "limits":
 		st := e.LimitStats()
 		n := st.Counters
