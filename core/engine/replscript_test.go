@@ -15,6 +15,7 @@ package engine
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -365,4 +366,30 @@ func replicaEvent(lc *bus.Lifecycle) *ReplicaEvent {
 		ev.Kind = LifecycleFree
 	}
 	return ev
+}
+
+// TestDeterministicReplicaScripts replays every multi-replica script on fresh clusters and
+// compares the transcripts: every output, publication and delivery, in order.
+func TestDeterministicReplicaScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/repl/*.txt")
+	noErr(t, err)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cmds := readScriptCmds(t, f)
+			run := func() []string {
+				c := &cluster{t: t, now: t0}
+				out := make([]string, 0, len(cmds))
+				for _, cmd := range cmds {
+					out = append(out, cmd.pos+" "+c.run(cmd))
+				}
+				return out
+			}
+			want := run()
+			for range detRuns {
+				if got := run(); !slices.Equal(got, want) {
+					t.Fatalf("transcripts differ:\n%s\n----\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			}
+		})
+	}
 }

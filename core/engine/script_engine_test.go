@@ -72,6 +72,16 @@ func workerSpec(c scriptCmd) WorkerSpec {
 		ws.Endpoint = nil
 	}
 	ws.Taints = c.list("taints")
+	for _, kv := range c.list("kv") { // kv=RANK:URL re-points one rank's KV-event endpoint
+		r, url, _ := strings.Cut(kv, ":")
+		ws.KVEventsEndpoints[r] = url
+	}
+	if c.has("replay") {
+		ws.ReplayEndpoint = ptr(c.str("replay", ""))
+	}
+	if c.has("total_kv_blocks") {
+		ws.TotalKVBlocks = ptr(c.num("total_kv_blocks", 0))
+	}
 	if c.flag("incomplete") { // only an id and a model: never schedulable
 		ws = WorkerSpec{WorkerID: ws.WorkerID, ModelName: ws.ModelName}
 	}
@@ -202,7 +212,7 @@ func (s *scriptState) run(c scriptCmd) string {
 		return recordLine(rec)
 	case "workers":
 		var out []string
-		for _, rec := range e.Workers("", "") {
+		for _, rec := range e.Workers(c.str("model", ""), c.str("group", "")) {
 			out = append(out, fmt.Sprintf("%s/%s %s", rec.ModelName, rec.RoutingGroup, recordLine(rec)))
 		}
 		return orNone(out)
@@ -219,6 +229,9 @@ func (s *scriptState) run(c scriptCmd) string {
 		return fmt.Sprintf("known %t", e.ClearOwnerBlocks(c.owner()))
 	case "overlap":
 		q := &PromptQuery{Prompt: tokenPrompt(c.tokens("tokens"))}
+		if c.has("model") {
+			q.ModelName = ptr(c.str("model", ""))
+		}
 		sc, err := e.OverlapScores(q)
 		if err != nil {
 			return errLine(err)
@@ -285,6 +298,13 @@ func (s *scriptState) run(c scriptCmd) string {
 		return sessionLines(e)
 	case "dump":
 		return dumpLines(e)
+	case "partitions":
+		var out []string
+		for _, st := range e.PartitionStats() {
+			out = append(out, fmt.Sprintf("%s/%s block_size=%d workers=%d ranks=%d index_entries=%d bookings=%d sessions=%d",
+				st.Key.Model, st.Key.Group, st.BlockSize, st.Workers, st.Ranks, st.IndexEntries, st.Bookings, st.Sessions))
+		}
+		return orNone(out)
 	case "limits":
 		st := e.LimitStats()
 		n := st.Counters
@@ -345,6 +365,9 @@ func peerEvent(c scriptCmd) *ReplicaEvent {
 func loadsLines(e *Engine) string {
 	var out []string
 	for _, pl := range e.Loads("", "") {
+		if len(pl.Loads) == 0 {
+			out = append(out, fmt.Sprintf("%s/%s (no ranks)", pl.ModelName, pl.RoutingGroup))
+		}
 		for _, l := range pl.Loads {
 			out = append(out, fmt.Sprintf("%s/%s %d/%d %s", pl.ModelName, pl.RoutingGroup, l.WorkerID, l.DPRank, triple(l)))
 		}
