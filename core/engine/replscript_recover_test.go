@@ -64,8 +64,8 @@ func recoverInto(from, to *Engine) string {
 		if err != nil {
 			return errLine(err)
 		}
-		out = append(out, fmt.Sprintf("%s/%s %s: events=%d stored=%d removed=%d skipped=%d",
-			key.Model, key.Group, outcome, st.Events, st.StoredBlocks, st.RemovedBlocks, st.Skipped))
+		out = append(out, fmt.Sprintf("%s/%s %s: events=%d stored=%d removed=%d skipped=%d staging_entries_after=%d",
+			key.Model, key.Group, outcome, st.Events, st.StoredBlocks, st.RemovedBlocks, st.Skipped, r.Entries()))
 	}
 	return orNone(out)
 }

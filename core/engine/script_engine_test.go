@@ -298,6 +298,9 @@ func (s *scriptState) run(c scriptCmd) string {
 		return sessionLines(e)
 	case "dump":
 		return dumpLines(e)
+	case "recovered":
+		p := e.RecoveredPending()
+		return fmt.Sprintf("pending partitions=%d entries=%d", p.Partitions, p.Entries)
 	case "partitions":
 		var out []string
 		for _, st := range e.PartitionStats() {
