@@ -104,15 +104,14 @@ func checkDeterministic(t *testing.T, cmds []scriptCmd) bool {
 func transcript(t *testing.T, cmds []scriptCmd) []string {
 	s := newScriptState(t)
 	var out []string
-	var fx []ReplicaEvent
 	for _, c := range cmds {
 		got := s.run(c)
 		out = append(out, fmt.Sprintf("%s %s -> %s", c.pos, c.name, got))
-		fx = s.e.TakeEffects(fx[:0])
+		fx, aff := takeOutbox(s.e)
 		for _, ev := range fx {
 			out = append(out, "  fx "+effectLine(&ev))
 		}
-		for _, ev := range s.e.TakeAffinityEffects(nil) {
+		for _, ev := range aff {
 			out = append(out, "  fx "+affinityLine(&ev))
 		}
 	}

@@ -171,10 +171,11 @@ func (c *cluster) on(r *replica, cmd scriptCmd) string {
 	r.s.t, r.s.now = c.t, c.now
 	out := r.s.run(cmd)
 	var pub []string
-	for _, ev := range r.s.e.TakeEffects(nil) {
+	fx, aff := takeOutbox(r.s.e)
+	for _, ev := range fx {
 		pub = append(pub, c.publish(r, lifecycleMsg(&ev), effectSummary(&ev, false)))
 	}
-	for _, ev := range r.s.e.TakeAffinityEffects(nil) {
+	for _, ev := range aff {
 		pub = append(pub, c.publish(r, &bus.Affinity{Model: ev.Partition.Model, Group: ev.Partition.Group,
 			SessionID: ev.SessionID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank, HasRank: true,
 			Sequence: ev.Sequence, Writer: ev.Writer}, affinityLine(&ev)))

@@ -414,13 +414,20 @@ func sessionLines(e *Engine) string {
 	return orNone(out)
 }
 
+// takeOutbox drains everything the engine produced since the last drain: the replica events and
+// the session bindings to publish. Every script command drains through it.
+func takeOutbox(e *Engine) ([]ReplicaEvent, []AffinityEvent) {
+	return e.TakeEffects(nil), e.TakeAffinityEffects(nil)
+}
+
 // effectsLines drains and prints the replica events, then the session bindings, in order.
 func effectsLines(e *Engine, verbose bool) string {
 	var out []string
-	for _, ev := range e.TakeEffects(nil) {
+	fx, aff := takeOutbox(e)
+	for _, ev := range fx {
 		out = append(out, effectSummary(&ev, verbose))
 	}
-	for _, ev := range e.TakeAffinityEffects(nil) {
+	for _, ev := range aff {
 		out = append(out, affinityLine(&ev))
 	}
 	return orNone(out)
