@@ -18,6 +18,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
 	"github.com/kvselect/kvselect/http/api"
 )
 
@@ -126,7 +127,7 @@ func (c *checker) checkWorkers(main *variant) {
 	if len(c.policies) > 0 {
 		pol = c.policies[0]
 	}
-	ab, err := aibrix.NewHandler(aibrix.Config{Path: path, Policy: pol}, api.AIBrixBackend{Svc: svc}, slog.New(slog.DiscardHandler))
+	ab, err := aibrix.NewHandler(aibrix.Config{Path: path, Policy: pol}, aibrixcore.Backend{Svc: svc}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		bad("aibrix handler: %v", err)
 		return

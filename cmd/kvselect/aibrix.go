@@ -7,7 +7,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
 	"github.com/kvselect/kvselect/http/aibrix/aibrixcheck"
-	"github.com/kvselect/kvselect/http/api"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
 )
 
 func init() {
@@ -33,7 +33,7 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 		}
 		cfg.Policy = pol
 		if pol.SessionKey != "" {
-			cfg.Sessions = api.AIBrixSessionStore{Sessions: svc.EnableAIBrixSessions(core.AIBrixSessionConfig{})}
+			cfg.Sessions = aibrixcore.Sessions{Table: svc.EnableAIBrixSessions(core.AIBrixSessionConfig{})}
 		}
 	}
 	if o.aibrixTokenFile != "" {
@@ -43,5 +43,5 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 		}
 		cfg.Tokens = toks
 	}
-	return aibrix.NewHandler(cfg, api.AIBrixBackend{Svc: svc}, log.With("component", "aibrix"))
+	return aibrix.NewHandler(cfg, aibrixcore.Backend{Svc: svc}, log.With("component", "aibrix"))
 }

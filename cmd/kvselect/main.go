@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/api"
 	"github.com/kvselect/kvselect/recovery"
@@ -79,7 +80,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 
 	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
-	var emb *bus.Embedded
+	var emb *natsembed.Server
 	// Every reconnect schedules a republish of this replica's live bookings (anti-entropy:
 	// events published during the outage were lost); see core/replication_resync.go.
 	resync := &core.ResyncTrigger{}
@@ -89,14 +90,14 @@ func run(args []string, stderr io.Writer) error {
 		NoEcho: true, Logger: log, OnReconnect: resync.Fire,
 	}
 	if o.natsURL == "" {
-		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log}
+		eo := natsembed.Options{ListenAddr: o.natsListen, Logger: log}
 		if o.natsClusterListen != "" {
 			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
 		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
 			return err
 		}
-		emb, err = bus.StartEmbedded(eo)
+		emb, err = natsembed.Start(eo)
 		if err != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
 		}

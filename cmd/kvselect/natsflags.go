@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 )
 
 // NATS security and bus-robustness flags (README "Bus authentication"). Declared in flags.go
@@ -82,7 +83,7 @@ func (o *options) legacyV1() bool {
 
 // applyNATSSecurity loads the auth file and sets this replica's client credentials and the
 // embedded server's auth, TLS and monitoring options (eo is nil with --nats-url).
-func applyNATSSecurity(o *options, replicaID string, cc *bus.ConnConfig, eo *bus.EmbeddedOptions) error {
+func applyNATSSecurity(o *options, replicaID string, cc *bus.ConnConfig, eo *natsembed.Options) error {
 	n := &o.nats
 	cc.NkeySeedFile = n.nkeySeed
 	if n.nkeySeed != "" {
