@@ -414,10 +414,12 @@ func sessionLines(e *Engine) string {
 	return orNone(out)
 }
 
-// takeOutbox drains everything the engine produced since the last drain: the replica events and
-// the session bindings to publish. Every script command drains through it.
+// takeOutbox drains the engine's one outbox (TakeReady) and returns the replica events and the
+// session bindings to publish. Every script command drains through it.
 func takeOutbox(e *Engine) ([]ReplicaEvent, []AffinityEvent) {
-	return e.TakeEffects(nil), e.TakeAffinityEffects(nil)
+	var rd Ready
+	e.TakeReady(&rd)
+	return rd.Replica, rd.Affinity
 }
 
 // effectsLines drains and prints the replica events, then the session bindings, in order.
