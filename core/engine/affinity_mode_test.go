@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // sessReq is a SelectRequest of session over tokens in the default partition.
@@ -23,8 +25,8 @@ func TestHardModeRejectsADPRankTheSessionLeft(t *testing.T) {
 	e := newEngine(t, &c)
 	mustUpsert(t, e, spec(1))
 	p := e.parts[defKey]
-	p.sessions["s"] = &binding{owner: Owner{Worker: 1, Rank: 1}}
-	err := e.checkDispatch(p, "s", Owner{Worker: 1, Rank: 0}, t0)
+	p.sessions["s"] = &binding{owner: kvwire.Owner{Worker: 1, Rank: 1}}
+	err := e.checkDispatch(p, "s", kvwire.Owner{Worker: 1, Rank: 0}, t0)
 	if !errors.Is(err, ErrBadRequest) || err.Error() != "session s is bound to DP rank 1, not 0" {
 		t.Fatalf("err = %v", err)
 	}

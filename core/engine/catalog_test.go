@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestUpsertWorkerErrors covers every input UpsertWorker refuses (HTTP 422): nothing is
@@ -267,7 +269,7 @@ func TestEventSources(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1, dp(2, 2)))
 	src := e.EventSources(1)
-	if len(src) != 2 || src[0].Owner != (Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
+	if len(src) != 2 || src[0].Owner != (kvwire.Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
 		t.Fatalf("sources %+v", src)
 	}
 	if e.EventSources(99) != nil {

@@ -177,7 +177,7 @@ func (c *cluster) on(r *replica, cmd scriptCmd) string {
 	}
 	for _, ev := range aff {
 		pub = append(pub, c.publish(r, &bus.Affinity{Model: ev.Partition.Model, Group: ev.Partition.Group,
-			SessionID: ev.SessionID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank, HasRank: true,
+			SessionID: ev.SessionID, Owner: ev.Owner, HasRank: true,
 			Sequence: ev.Sequence, Writer: ev.Writer}, affinityLine(&ev)))
 	}
 	return strings.Join(append([]string{out}, pub...), "\n")
@@ -297,7 +297,7 @@ func (c *cluster) receive(r *replica, data []byte) string {
 		return prefix + appliedWord(e.ApplyReplica(replicaEvent(m), c.now))
 	case *bus.Affinity:
 		return prefix + appliedWord(e.ApplyAffinity(&AffinityEvent{Partition: PartitionKey{Model: m.Model, Group: m.Group},
-			SessionID: m.SessionID, Owner: Owner{Worker: m.Worker, Rank: m.Rank}, Sequence: m.Sequence, Writer: m.Writer, Sender: m.Sender}, c.now))
+			SessionID: m.SessionID, Owner: m.Owner, Sequence: m.Sequence, Writer: m.Writer, Sender: m.Sender}, c.now))
 	case *bus.LiveSet:
 		keep := map[string]struct{}{}
 		for _, id := range m.IDs {
@@ -328,16 +328,13 @@ func appliedWord(ok bool) string {
 // lifecycleMsg is the bus message of a replica event (core/replication.go's conversion).
 func lifecycleMsg(ev *ReplicaEvent) *bus.Lifecycle {
 	lc := &bus.Lifecycle{Model: ev.Partition.Model, Group: ev.Partition.Group, BlockSize: ev.BlockSize,
-		RequestID: ev.RequestID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank}
+		RequestID: ev.RequestID, Owner: ev.Owner}
 	switch ev.Kind {
 	case LifecycleAdd:
 		a := ev.Add
 		lc.Kind = bus.LifecycleAdd
 		lc.Add = &bus.AddData{TokenSequence: a.TokenSequence, TrackPrefill: a.TrackPrefill, PrefillTokens: a.PrefillTokens,
-			LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish}
-		if a.ExpectedOutputTokens != nil {
-			lc.Add.ExpectedOutputTokens, lc.Add.HasExpectedOutput = *a.ExpectedOutputTokens, true
-		}
+			ExpectedOutputTokens: a.ExpectedOutputTokens, LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish}
 	case LifecyclePrefillComplete:
 		lc.Kind = bus.LifecyclePrefillComplete
 	default:
@@ -349,17 +346,13 @@ func lifecycleMsg(ev *ReplicaEvent) *bus.Lifecycle {
 // replicaEvent is the engine event of a received lifecycle message.
 func replicaEvent(lc *bus.Lifecycle) *ReplicaEvent {
 	ev := &ReplicaEvent{Partition: PartitionKey{Model: lc.Model, Group: lc.Group}, BlockSize: lc.BlockSize,
-		RequestID: lc.RequestID, Owner: Owner{Worker: lc.Worker, Rank: lc.Rank}, Sender: lc.Sender}
+		RequestID: lc.RequestID, Owner: lc.Owner, Sender: lc.Sender}
 	switch lc.Kind {
 	case bus.LifecycleAdd:
 		ev.Kind = LifecycleAdd
 		if a := lc.Add; a != nil {
 			ev.Add = &ReplicaAdd{TokenSequence: a.TokenSequence, TrackPrefill: a.TrackPrefill, PrefillTokens: a.PrefillTokens,
-				LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish}
-			if a.HasExpectedOutput {
-				v := a.ExpectedOutputTokens
-				ev.Add.ExpectedOutputTokens = &v
-			}
+				ExpectedOutputTokens: a.ExpectedOutputTokens, LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish}
 		}
 	case bus.LifecyclePrefillComplete:
 		ev.Kind = LifecyclePrefillComplete

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestScripts runs every single-engine script.
@@ -158,8 +159,8 @@ func (c scriptCmd) dur(key string) time.Duration {
 }
 
 // owner reads worker=N [rank=R].
-func (c scriptCmd) owner() Owner {
-	return Owner{Worker: c.num("worker", 0), Rank: uint32(c.num("rank", 0))}
+func (c scriptCmd) owner() kvwire.Owner {
+	return kvwire.Owner{Worker: c.num("worker", 0), Rank: uint32(c.num("rank", 0))}
 }
 
 // key reads [model=M] [group=G] (default partition when absent).
