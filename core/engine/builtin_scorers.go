@@ -52,7 +52,11 @@ func (k kvselectScorer) Score(ctx *SelectionContext, c *Candidate) float64 {
 	// The partition-wide terms come from the selection's ranks (ctx.fleet), as in the built-in
 	// cost; a context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
-	t := newKVSelectTerms(&n, ctx.BlockSize, k.w)
+	w := k.w
+	if !w.fixedSpeed {
+		w.central = ctx.central
+	}
+	t := newKVSelectTerms(&n, ctx.BlockSize, w)
 	fleet := ctx.fleet
 	self := -1
 	for i := range fleet {

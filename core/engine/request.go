@@ -149,6 +149,9 @@ type weights struct {
 	pressure                                                         float64 // weight of the pinned-KV overflow a placement causes (kvselect policy)
 	decodeCtx                                                        float64 // decode step time per context token over prefill time per token (kvselect policy)
 	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
+
+	// central is the partition's central learned speed, set per selection (kvselectTerms.price).
+	central PrefillModel
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {

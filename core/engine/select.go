@@ -125,6 +125,9 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 		return nil, err
 	}
 	w := e.weightsFor(req.RouterConfigOverride)
+	if w.kvselect && !w.fixedSpeed {
+		w.central = p.tracker.CentralSpeed()
+	}
 	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
 	if err != nil {
 		return nil, err
