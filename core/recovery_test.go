@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
-	"github.com/kvselect/kvselect/core/engine/radix"
 	"github.com/kvselect/kvselect/recovery"
 )
 
@@ -192,7 +191,8 @@ func TestRecoveryFirstGoodPeerWins(t *testing.T) {
 	}
 }
 
-// TestReadyGatedByRecovery: /ready stays not-ready from ExpectRecovery until Recover has
+// TestReadyGatedByRecovery: /ready stays not-ready from expectRecovery (New with
+// Recovery.Enabled) until Recover has
 // submitted, and reports the recovery object; without recovery the object is absent.
 func TestReadyGatedByRecovery(t *testing.T) {
 	svc := newKVService(t, 3)
@@ -200,7 +200,7 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	if r := svc.Ready(); !r.Ready || r.Recovery != nil {
 		t.Fatalf("no recovery expected: %+v", r)
 	}
-	svc.ExpectRecovery()
+	svc.expectRecovery()
 	if r := svc.Ready(); r.Ready || r.Recovery == nil || r.Recovery.State != "pending" {
 		t.Fatalf("pending recovery: ready=%v recovery=%+v", r.Ready, r.Recovery)
 	}
@@ -215,29 +215,19 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	}
 }
 
-// TestRecoveryModes pins ParseNATSRecoveryMode.
+// TestRecoveryModes pins the --nats-recovery modes Config.Validate accepts ("" is auto in New).
 func TestRecoveryModes(t *testing.T) {
-	for in, want := range map[string]NATSRecoveryMode{"": NATSRecoveryAuto, "auto": NATSRecoveryAuto, "off": NATSRecoveryOff, "force": NATSRecoveryForce} {
-		if got, err := ParseNATSRecoveryMode(in); err != nil || got != want {
-			t.Errorf("%q: %v %v", in, got, err)
+	for _, m := range []NATSRecoveryMode{"", "auto", "off", "force", "always"} {
+		c := Config{Engine: engine.DefaultConfig(), Recovery: RecoveryConfig{NATS: m}}.withDefaults()
+		err := c.Validate()
+		if want := m == "always"; (err != nil) != want {
+			t.Errorf("%q: %v", m, err)
+		}
+		if m == "always" && err.Error() != `--nats-recovery: core: --nats-recovery must be auto, off or force: "always"` {
+			t.Errorf("message %q", err)
 		}
 	}
-	if _, err := ParseNATSRecoveryMode("always"); err == nil {
-		t.Error("unknown mode accepted")
-	}
-}
-
-// TestRecoveryTiersMatchEngine pins the numbering the recovery sink relies on when it converts
-// recovery.Tier to engine.Tier with a plain cast: every engine tier has the same wire name in
-// the recovery format, and the first number past the engine's tiers is invalid in both.
-func TestRecoveryTiersMatchEngine(t *testing.T) {
-	for n := range uint8(radix.NumTiers) + 1 {
-		e, r := engine.Tier(n).String(), recovery.Tier(n).String()
-		if e != r {
-			t.Errorf("tier %d: engine %q, recovery %q", n, e, r)
-		}
-		if valid := n < uint8(radix.NumTiers); valid == strings.HasPrefix(r, "tier(") {
-			t.Errorf("tier %d: recovery name %q, engine validity %v", n, r, valid)
-		}
+	if m := (Config{}).withDefaults().Recovery.NATS; m != NATSRecoveryAuto {
+		t.Errorf("default mode %q", m)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Decoding of one RouterEvent. json.Decoder has already checked that the bytes are one
@@ -32,7 +34,7 @@ type wireEvent struct {
 func (w *wireEvent) UnmarshalJSON(b []byte) error {
 	s := scan{b: b}
 	ev := w.ev
-	ev.WorkerID, ev.DPRank, ev.Tier, ev.EventID, ev.Kind = 0, 0, TierDevice, 0, 0
+	ev.WorkerID, ev.DPRank, ev.Tier, ev.EventID, ev.Kind = 0, 0, kvwire.TierDevice, 0, 0
 	ev.Parent, ev.HasParent = 0, false
 	ev.Blocks, ev.Removed = ev.Blocks[:0], ev.Removed[:0]
 	var haveWorker, haveEvent bool
@@ -51,7 +53,7 @@ func (w *wireEvent) UnmarshalJSON(b []byte) error {
 			if err != nil {
 				return err
 			}
-			t, ok := parseTier(name)
+			t, ok := kvwire.ParseTier(string(name))
 			if !ok {
 				return badValue("unknown storage_tier %q", name)
 			}

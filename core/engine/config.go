@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -79,7 +80,7 @@ type Config struct {
 	TTL                        time.Duration // approximate-index retention (use_kv_events=false)
 	ApproximateCachePolicy     string        // "ttl" or "lru"
 	QueueThreshold             *float64      // enables queueing when set
-	QueuePolicy                string        // fcfs, lcfs, wspt, aging (kvselect's; core/queue.go)
+	QueuePolicy                string        // fcfs, lcfs, wspt, aging (kvselect's; rqueue.go)
 	PolicyConfig               string        // YAML path (policy classes); enables queueing
 	EventThreads               int
 	ActiveRequestExpiry        time.Duration  // expiry guard for bookings (300 s)
@@ -113,7 +114,7 @@ func KVSelectDefaults() Config {
 
 // QueueAging names kvselect's router-queue order beside Dynamo's fcfs, lcfs and wspt: earliest
 // deadline first, where a request's deadline is its arrival plus AgingSlowdown times its
-// estimated service time (QueueProbe.ServiceMS). See core/queue.go.
+// estimated service time (QueueProbe.ServiceMS). See rqueue.go.
 const QueueAging = "aging"
 
 // AgingSlowdown is the aging order's slowdown target k: a parked request's deadline is
@@ -174,10 +175,8 @@ func (c *Config) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("invalid KV router configuration: "+format, args...)
 	}
-	switch c.Policy {
-	case PolicyDynamo, PolicyKVSelect:
-	default:
-		return fail("selection_policy must be %s or %s, got %q", PolicyDynamo, PolicyKVSelect, c.Policy)
+	if _, ok := policies[c.Policy]; !ok {
+		return fail("selection_policy must be %s, got %q", strings.Join(slices.Sorted(maps.Keys(policies)), " or "), c.Policy)
 	}
 	nonNeg := []struct {
 		name string

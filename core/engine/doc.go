@@ -8,9 +8,9 @@
 // The engine is a deterministic state machine in the style of etcd/raft. It starts no
 // goroutines, does no I/O, never reads the clock and uses no global randomness: time is the
 // `now` argument of every operation that can age state, and randomness comes from the
-// *rand.Rand in Options. Effects for the outside world are returned as data: replica lifecycle
-// events (TakeEffects) and session bindings (TakeAffinityEffects) are drained by the owner after
-// each call and published by it. A seeded engine fed the same calls makes the same decisions,
+// *rand.Rand in Options. Effects for the outside world are returned as data in one outbox
+// (Ready: replica lifecycle events, session bindings, router-queue admissions), drained by the
+// owner once after each call with TakeReady and acted on by it. A seeded engine fed the same calls makes the same decisions,
 // which is what the scripted tests (testdata/*.txt) and the trace simulator rely on.
 //
 // # Concurrency
@@ -30,8 +30,10 @@
 //
 // # Cost functions
 //
-// PolicyDynamo reproduces Dynamo's formula exactly (cost.go); PolicyKVSelect estimates each
-// rank's time to first token with a quadratic prefill-time model and a discounted cache-affinity
-// pull (kvselect_cost.go). Custom Scorers and a Picker plug in through Options.Scoring
-// (scoring.go).
+// PolicyDynamo reproduces Dynamo's formula exactly (policy_dynamo.go); PolicyKVSelect estimates
+// each rank's time to first token with a quadratic prefill-time model and a discounted
+// cache-affinity pull (policy_kvselect.go, kvselect_cost.go). Both implement the policy interface
+// (policy.go) that the fast and the general path share; a new policy is one file and one entry
+// in policies. Custom Scorers and a Picker plug in through Options.Scoring (scoring.go). Owners
+// and storage tiers are kvwire's types, shared with bus and recovery.
 package engine

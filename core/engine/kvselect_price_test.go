@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // priceTerms is kvselect's terms with prior p and the partition's central learned speed c.
 func priceTerms(p, c PrefillModel) kvselectTerms {
-	w := weights{kvselect: true, modelA: p.A, modelB: p.B, modelC: p.C, central: c}
+	w := weights{policy: kvselectPolicy{}, modelA: p.A, modelB: p.B, modelC: p.C, central: c}
 	return newKVSelectTerms(&normalized{isl: 4096}, 16, w)
 }
 
@@ -85,8 +86,8 @@ func TestIdenticalRanksPricedAlikeWhenPriorIsOff(t *testing.T) {
 	prior := cfg.priorSpeed(0)
 	truth := scaled(prior, 2.5)
 	f := &synthFleet{
-		truth:  map[Owner]PrefillModel{{Worker: 1, Rank: 0}: truth, {Worker: 1, Rank: 1}: truth, {Worker: 1, Rank: 2}: truth},
-		freeAt: map[Owner]float64{}, rng: rand.New(rand.NewPCG(5, 3)),
+		truth:  map[kvwire.Owner]PrefillModel{{Worker: 1, Rank: 0}: truth, {Worker: 1, Rank: 1}: truth, {Worker: 1, Rank: 2}: truth},
+		freeAt: map[kvwire.Owner]float64{}, rng: rand.New(rand.NewPCG(5, 3)),
 	}
 	f.run(t, e, 900, 200) // ends with every request freed: the fleet is idle
 	rows := e.LoadsWithSpeeds("", "")[0].PrefillSpeeds

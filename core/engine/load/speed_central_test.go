@@ -1,9 +1,13 @@
 package load
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // learn gives o n samples at factor s of its prior (each of the prior's time for 1000 tokens).
-func learn(tr *Tracker, o Owner, n int, s float64) {
+func learn(tr *Tracker, o kvwire.Owner, n int, s float64) {
 	slot := tr.slots[o]
 	st := &tr.owners[slot].speed
 	p := st.est.prior.MS(1000)
@@ -19,9 +23,9 @@ func TestCentralSpeedMedianOfLearnedRanks(t *testing.T) {
 	if m := tr.CentralSpeed(); m != (SpeedModel{}) {
 		t.Fatalf("empty tracker: central %+v, want zero", m)
 	}
-	var os []Owner
+	var os []kvwire.Owner
 	for w := uint64(1); w <= 5; w++ {
-		o := Owner{Worker: w}
+		o := kvwire.Owner{Worker: w}
 		os = append(os, o)
 		tr.AddOwner(o)
 	}
