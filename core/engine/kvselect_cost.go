@@ -124,8 +124,9 @@ func (k *kvselectTerms) settle(pending, n int) {
 
 // price is the speed model a rank whose learned (or prior) model is sp is priced with. The
 // reference speed is the configured prior, or the partition's central learned speed
-// (w.central: the median over ranks with enough samples, load.Tracker.CentralSpeed) when that
-// lies outside a factor of speedDeadband of the prior — the prior itself is then wrong. A rank
+// (w.central: the median over ranks with enough samples, load.Tracker.CentralSpeed; set only
+// with Config.CentralPrefillSpeed, opt-in) when that lies outside a factor of speedDeadband of
+// the prior — the prior itself is then wrong. A rank
 // is priced at the reference when learning is off, sp is unknown, or sp lies within a factor
 // of speedDeadband of the reference; at sp otherwise.
 //

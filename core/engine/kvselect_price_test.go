@@ -78,16 +78,32 @@ func TestPriceCentralNearPriorKeepsPrior(t *testing.T) {
 // noise; once learned, the selection prices every one at the partition's central speed, so on
 // the idle fleet a prompt cached nowhere costs the same on each rank — on the fast path and on
 // the general one (before, each was priced at its own estimate and the one that learned
-// fastest drew the traffic).
+// fastest drew the traffic). Config.CentralPrefillSpeed turns it on; off, the ranks' costs differ.
 func TestIdenticalRanksPricedAlikeWhenPriorIsOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		// Seeds until the ranks learn distinct (quantised) speeds, so that noise is exercised.
+		exercised := false
+		for seed := uint64(5); seed < 25 && !exercised; seed++ {
+			exercised = identicalRanksPricedAlike(t, on, seed)
+		}
+		if !exercised {
+			t.Fatalf("central pricing %v: in every seed the ranks learned the same speed", on)
+		}
+	}
+}
+
+// identicalRanksPricedAlike runs one seed; it reports false, checking nothing, when every rank
+// learned the same speed.
+func identicalRanksPricedAlike(t *testing.T, on bool, seed uint64) bool {
 	cfg := KVSelectDefaults()
+	cfg.CentralPrefillSpeed = on
 	e := newEngine(t, &cfg)
 	mustUpsert(t, e, spec(1, dp(0, 3), func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }))
 	prior := cfg.priorSpeed(0)
 	truth := scaled(prior, 2.5)
 	f := &synthFleet{
 		truth:  map[kvwire.Owner]PrefillModel{{Worker: 1, Rank: 0}: truth, {Worker: 1, Rank: 1}: truth, {Worker: 1, Rank: 2}: truth},
-		freeAt: map[kvwire.Owner]float64{}, rng: rand.New(rand.NewPCG(5, 3)),
+		freeAt: map[kvwire.Owner]float64{}, rng: rand.New(rand.NewPCG(seed, 3)),
 	}
 	f.run(t, e, 900, 200) // ends with every request freed: the fleet is idle
 	rows := e.LoadsWithSpeeds("", "")[0].PrefillSpeeds
@@ -99,7 +115,7 @@ func TestIdenticalRanksPricedAlikeWhenPriorIsOff(t *testing.T) {
 		}
 	}
 	if len(distinct) < 2 {
-		t.Fatalf("every rank learned the same speed (%v): the test does not exercise noisy estimates", rows)
+		return false
 	}
 	for _, fast := range []bool{true, false} {
 		e.scratch.fast.disabled = !fast
@@ -118,8 +134,12 @@ func TestIdenticalRanksPricedAlikeWhenPriorIsOff(t *testing.T) {
 				costs = append(costs, c.cost)
 			}
 		}
-		if len(costs) != 3 || costs[0] != costs[1] || costs[1] != costs[2] {
-			t.Errorf("fast path %v: idle identical ranks cost %v, want equal (speeds %+v)", fast, costs, rows)
+		if len(costs) != 3 {
+			t.Fatalf("%d costs, want 3", len(costs))
+		}
+		if alike := costs[0] == costs[1] && costs[1] == costs[2]; alike != on {
+			t.Errorf("central pricing %v, fast path %v: idle identical ranks cost %v, alike %v (speeds %+v)", on, fast, costs, alike, rows)
 		}
 	}
+	return true
 }
