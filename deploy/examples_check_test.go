@@ -111,12 +111,13 @@ func (c *checker) checkWorkers(main *variant) {
 	// setting that, say, enables queueing would make max_num_batched_tokens mandatory, and the
 	// example workers would then have to carry it to become schedulable.
 	env, _ := podEnv(ct, w.podNames()[0], main.namespace)
-	cfg, err := core.ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cfg, err := core.ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	if err != nil {
 		bad("kvselect environment: %v", err)
 		return
 	}
-	svc, err := core.New(core.Config{Engine: cfg, Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	svc, err := core.New(cfg)
 	if err != nil {
 		bad("%v", err)
 		return

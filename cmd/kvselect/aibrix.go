@@ -20,8 +20,8 @@ func init() {
 // aibrixHandler builds the AIBrix decision endpoint: operator policy and bearer tokens from
 // their files (validated at startup), kvselect's own load accounting as the backend, and —
 // when the policy names a session key — session bindings in the service's replicated table,
-// so a session sticks to one candidate whichever replica the gateway asks. Call it after
-// svc.EnableReplication (the table attaches to the replicator).
+// so a session sticks to one candidate whichever replica the gateway asks. svc must have been
+// built with its transport (the table attaches to the replicator).
 func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handler, error) {
 	if err := validateAIBrixPath(o.aibrixPath); err != nil {
 		return nil, err

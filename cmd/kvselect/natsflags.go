@@ -39,18 +39,13 @@ func applyNATSEnv(fs *flag.FlagSet, o *options, getenv func(string) string) {
 	}
 }
 
-// validateNATSFlags checks the NATS security flags on their own.
+// validate checks the NATS security flags on their own (--peer-dead-after and --bus-max-members
+// are core.Config.Validate's).
 func (n *natsOptions) validate(o *options) error {
 	switch n.busV1 {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--bus-v1 must be auto, on or off, got %q", n.busV1)
-	}
-	if n.peerDeadAfter < 0 {
-		return fmt.Errorf("--peer-dead-after must not be negative")
-	}
-	if n.maxMembers < 1 {
-		return fmt.Errorf("--bus-max-members must be at least 1")
 	}
 	if n.httpPort < -1 || n.httpPort > 65535 {
 		return fmt.Errorf("--nats-http-port must be between -1 and 65535")

@@ -45,7 +45,7 @@ func TestNATSSecurityFlags(t *testing.T) {
 		{"--nats-url", "nats://x:4222", "--nats-nkey-seed", "/s", "--nats-user", "u"},
 		{"--nats-user", "u"}, // user/password are for --nats-url
 	} {
-		if _, err := parseFlags(bad, io.Discard); err == nil {
+		if _, err := configure(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}

@@ -38,23 +38,20 @@ func startReplica(t *testing.T, url, id string, peers ...string) *replica {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.UseKVEvents = false
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	nc, err := bus.Connect(bus.ConnConfig{Name: id, URLs: url, NoEcho: true, ReconnectWait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := svc.EnableReplication(core.ReplicationConfig{Cluster: "aibrix", ReplicaID: id, Peers: peers,
-		HeartbeatInterval: 100 * time.Millisecond}, nc)
+	rc := core.ReplicationConfig{Bus: bus.Config{Cluster: "aibrix", Peers: peers, HeartbeatInterval: 100 * time.Millisecond}}
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1, Replication: rc},
+		core.WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	br := svc.Replication()
 	svc.Start()
 	t.Cleanup(func() {
-		_ = svc.Close()
-		_ = br.Close()
+		_ = svc.Close() // and its replicator
 		nc.Close()
 	})
 	for _, w := range []uint64{1, 2} {
