@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -26,25 +27,25 @@ func goldenMessages() map[string]Message {
 		"lifecycle_add": &Lifecycle{
 			Sender: "tcp://selector-a:9092", BootID: 0x0123456789abcdef,
 			Model: "meta-llama/Llama-3.1-8B", Group: "default", BlockSize: 16,
-			RequestID: "req-1", Worker: 7, Rank: 1, Kind: LifecycleAdd,
+			RequestID: "req-1", Owner: kvwire.Owner{Worker: 7, Rank: 1}, Kind: LifecycleAdd,
 			Add: &AddData{
 				TokenSequence: []uint64{1, 300, 0xdeadbeefcafebabe},
 				TrackPrefill:  true, PrefillTokens: 4096,
-				ExpectedOutputTokens: 128, HasExpectedOutput: true,
-				LoraName: "adapter-a", ISL: 4100,
+				ExpectedOutputTokens: new(uint32(128)),
+				LoraName:             "adapter-a", ISL: 4100,
 			},
 		},
 		"lifecycle_free": &Lifecycle{
 			Sender: "b", BootID: 1, Model: "m", Group: "", BlockSize: 64,
-			RequestID: "req-2", Worker: 1 << 40, Rank: 0, Kind: LifecycleFree,
+			RequestID: "req-2", Owner: kvwire.Owner{Worker: 1 << 40, Rank: 0}, Kind: LifecycleFree,
 		},
 		"affinity_rank": &Affinity{
 			Sender: "tcp://selector-a:9092", BootID: 42, Model: "m", Group: "g",
-			SessionID: "sess-9", Worker: 3, Rank: 2, HasRank: true,
+			SessionID: "sess-9", Owner: kvwire.Owner{Worker: 3, Rank: 2}, HasRank: true,
 			Sequence: 1_700_000_000_000_000_000, Writer: 0xfeed,
 		},
 		"affinity_norank": &Affinity{
-			Sender: "a", BootID: 43, Model: "m", SessionID: "s", Worker: 4, Sequence: 5, Writer: 6,
+			Sender: "a", BootID: 43, Model: "m", SessionID: "s", Owner: kvwire.Owner{Worker: 4}, Sequence: 5, Writer: 6,
 		},
 		// An AIBrix target binding: the 10-field body with the trailer.
 		"affinity_target": &Affinity{
@@ -161,7 +162,7 @@ func futureLifecycle(t testing.TB) []byte {
 func TestDecodeFutureVersion(t *testing.T) {
 	want := &Lifecycle{
 		Sender: "tcp://future:1", BootID: 99, Model: "m", Group: "g", BlockSize: 16,
-		RequestID: "r", Worker: 5, Rank: 0, Kind: LifecycleAdd,
+		RequestID: "r", Owner: kvwire.Owner{Worker: 5, Rank: 0}, Kind: LifecycleAdd,
 		Add: &AddData{TokenSequence: []uint64{10, 20}, PrefillTokens: 7, ISL: 9, Republish: true},
 	}
 	got, err := DecodeEnvelope(futureLifecycle(t))
@@ -203,6 +204,12 @@ func encodeTree(t testing.TB, v any) []byte {
 
 // naiveTree is the reference layout of m as generic values.
 func naiveTree(m Message) any {
+	orNilP := func(v *uint32) any {
+		if v == nil {
+			return nil
+		}
+		return *v
+	}
 	orNil := func(has bool, v uint32) any {
 		if has {
 			return v
@@ -219,7 +226,7 @@ func naiveTree(m Message) any {
 				toks = []uint64{}
 			}
 			add = []any{toks, m.Add.TrackPrefill, m.Add.PrefillTokens,
-				orNil(m.Add.HasExpectedOutput, m.Add.ExpectedOutputTokens), m.Add.LoraName, m.Add.ISL}
+				orNilP(m.Add.ExpectedOutputTokens), m.Add.LoraName, m.Add.ISL}
 		}
 		body = []any{m.Model, m.Group, m.BlockSize, m.RequestID, m.Worker, m.Rank, uint8(m.Kind), add}
 	case *Affinity:
@@ -265,13 +272,13 @@ func randMessage(r *rand.Rand) Message {
 	switch r.IntN(5) {
 	case 0:
 		l := &Lifecycle{Sender: sender, BootID: boot, Model: randString(r, 40), Group: randString(r, 10),
-			BlockSize: uint32(randUint(r)), RequestID: randString(r, 36), Worker: randUint(r),
-			Rank: uint32(randUint(r)), Kind: LifecycleKind(1 + r.IntN(3))}
+			BlockSize: uint32(randUint(r)), RequestID: randString(r, 36),
+			Owner: kvwire.Owner{Worker: randUint(r), Rank: uint32(randUint(r))}, Kind: LifecycleKind(1 + r.IntN(3))}
 		if l.Kind == LifecycleAdd {
 			a := &AddData{TrackPrefill: r.IntN(2) == 0, PrefillTokens: randUint(r),
-				LoraName: randString(r, 8), ISL: randUint(r), HasExpectedOutput: r.IntN(2) == 0}
-			if a.HasExpectedOutput {
-				a.ExpectedOutputTokens = uint32(randUint(r))
+				LoraName: randString(r, 8), ISL: randUint(r)}
+			if r.IntN(2) == 0 {
+				a.ExpectedOutputTokens = new(uint32(randUint(r)))
 			}
 			for i := r.IntN(70); i > 0; i-- {
 				a.TokenSequence = append(a.TokenSequence, randUint(r))
@@ -281,7 +288,7 @@ func randMessage(r *rand.Rand) Message {
 		return l
 	case 1:
 		a := &Affinity{Sender: sender, BootID: boot, Model: randString(r, 20), Group: randString(r, 5),
-			SessionID: randString(r, 64), Worker: randUint(r), HasRank: r.IntN(2) == 0,
+			SessionID: randString(r, 64), Owner: kvwire.Owner{Worker: randUint(r)}, HasRank: r.IntN(2) == 0,
 			Sequence: randUint(r), Writer: randUint(r)}
 		if a.HasRank {
 			a.Rank = uint32(randUint(r))
@@ -339,7 +346,7 @@ func TestDecodeIntoReusesSlices(t *testing.T) {
 	big, _ := Marshal(goldenMessages()["lifecycle_add"])
 	free, _ := Marshal(goldenMessages()["lifecycle_free"])
 	var ev Lifecycle
-	ev.Add = &AddData{TokenSequence: make([]uint64, 0, 8), LoraName: "stale", HasExpectedOutput: true}
+	ev.Add = &AddData{TokenSequence: make([]uint64, 0, 8), LoraName: "stale", ExpectedOutputTokens: new(uint32(9))}
 	backing := &ev.Add.TokenSequence[:1][0]
 	d := NewDecoder()
 	if err := d.DecodeInto(big, &ev); err != nil {
@@ -565,7 +572,7 @@ func TestAffinityTrailer(t *testing.T) {
 	body := func(extra ...any) []byte {
 		return encodeTree(t, []any{1, 2, "peer", 9, append(slices.Clone(head), extra...)})
 	}
-	base := Affinity{Sender: "peer", BootID: 9, Model: "m", Group: "g", SessionID: "s", Worker: 3, Sequence: 5, Writer: 6}
+	base := Affinity{Sender: "peer", BootID: 9, Model: "m", Group: "g", SessionID: "s", Owner: kvwire.Owner{Worker: 3}, Sequence: 5, Writer: 6}
 	with := func(target string, port, ttl uint32) *Affinity {
 		a := base
 		a.Target, a.Port, a.TTLMillis = target, port, ttl

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 const waitLong = 60 * time.Second // generous: a loaded CI machine (see internal/poll.Generous)
@@ -91,7 +92,7 @@ func newRep(t *testing.T, tr Transport, cfg Config) *Replicator {
 }
 
 func freeEvent(req string) *Lifecycle {
-	return &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: req, Worker: 1, Kind: LifecycleFree}
+	return &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: req, Owner: kvwire.Owner{Worker: 1}, Kind: LifecycleFree}
 }
 
 func TestReplicatorDeliversBetweenPeers(t *testing.T) {
@@ -100,10 +101,10 @@ func TestReplicatorDeliversBetweenPeers(t *testing.T) {
 	a := newRep(t, n.Connect(), sa.hook(Config{ReplicaID: "tcp://a:1", Peers: []string{"tcp://b:1"}}))
 	b := newRep(t, n.Connect(), sb.hook(Config{ReplicaID: "tcp://b:1", Peers: []string{"tcp://a:1"}}))
 
-	add := &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: "r1", Worker: 3, Rank: 1,
+	add := &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: "r1", Owner: kvwire.Owner{Worker: 3, Rank: 1},
 		Kind: LifecycleAdd, Add: &AddData{TokenSequence: []uint64{1, 2}, TrackPrefill: true, ISL: 32}}
 	a.PublishLifecycle(add)
-	a.PublishAffinity(&Affinity{Model: "m", SessionID: "s", Worker: 3, Sequence: 1, Writer: 9})
+	a.PublishAffinity(&Affinity{Model: "m", SessionID: "s", Owner: kvwire.Owner{Worker: 3}, Sequence: 1, Writer: 9})
 	waitFor(t, func() error {
 		if len(sb.all()) < 3 { // A's join, the lifecycle event, the affinity binding
 			return fmt.Errorf("b saw %v", sb.all())

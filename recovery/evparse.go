@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Decoding of one RouterEvent by a jsontext token walk: shapes and types in one pass, without
@@ -31,7 +33,7 @@ type walk struct {
 
 // event decodes one RouterEvent into ev, reusing its slices.
 func (w *walk) event(ev *RouterEvent) error {
-	ev.WorkerID, ev.DPRank, ev.Tier, ev.EventID, ev.Kind = 0, 0, TierDevice, 0, 0
+	ev.WorkerID, ev.DPRank, ev.Tier, ev.EventID, ev.Kind = 0, 0, kvwire.TierDevice, 0, 0
 	ev.Parent, ev.HasParent = 0, false
 	ev.Blocks, ev.Removed = ev.Blocks[:0], ev.Removed[:0]
 	var haveWorker, haveEvent bool
@@ -48,7 +50,7 @@ func (w *walk) event(ev *RouterEvent) error {
 			if err != nil {
 				return err
 			}
-			t, ok := parseTier(name)
+			t, ok := kvwire.ParseTier(string(name))
 			if !ok {
 				return badValue("unknown storage_tier %q", name)
 			}

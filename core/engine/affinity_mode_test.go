@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // modeEngine is sessionEngine with an explicit affinity mode.
@@ -30,10 +32,10 @@ func boundSession(t *testing.T, e *Engine) uint64 {
 	return first.WorkerID
 }
 
-func sessionOwner(e *Engine, session string) (Owner, bool) {
+func sessionOwner(e *Engine, session string) (kvwire.Owner, bool) {
 	b, ok := e.parts[PartitionKey{Model: DefaultName, Group: DefaultName}].sessions[session]
 	if !ok {
-		return Owner{}, false
+		return kvwire.Owner{}, false
 	}
 	return b.owner, true
 }
@@ -167,8 +169,8 @@ func TestTwoPhaseReplayRejectsAWorkerTheSessionLeft(t *testing.T) {
 func TestHardModeRejectsADPRankTheSessionLeft(t *testing.T) {
 	e := modeEngine(t, SessionAffinityHard)
 	p := e.parts[PartitionKey{Model: DefaultName, Group: DefaultName}]
-	p.sessions["s"] = &binding{owner: Owner{Worker: 1, Rank: 1}}
-	err := e.checkDispatch(p, "s", Owner{Worker: 1, Rank: 0}, t0)
+	p.sessions["s"] = &binding{owner: kvwire.Owner{Worker: 1, Rank: 1}}
+	err := e.checkDispatch(p, "s", kvwire.Owner{Worker: 1, Rank: 0}, t0)
 	if !errors.Is(err, ErrBadRequest) || err.Error() != "session s is bound to DP rank 1, not 0" {
 		t.Fatalf("err = %v", err)
 	}
@@ -181,7 +183,7 @@ func TestHardModeEnforcesAMirroredBinding(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			e := modeEngine(t, mode)
 			key := PartitionKey{Model: DefaultName, Group: DefaultName}
-			if !e.ApplyAffinity(&AffinityEvent{Partition: key, SessionID: "s", Owner: Owner{Worker: 2}, Sequence: 1, Writer: 99, Sender: "peer"}, t0) {
+			if !e.ApplyAffinity(&AffinityEvent{Partition: key, SessionID: "s", Owner: kvwire.Owner{Worker: 2}, Sequence: 1, Writer: 99, Sender: "peer"}, t0) {
 				t.Fatal("mirrored binding not applied")
 			}
 			if mode == SessionAffinityHard {

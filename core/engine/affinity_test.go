@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // sessionEngine has two workers and session affinity with a 60 s TTL.
@@ -105,12 +107,12 @@ func TestApplyAffinityVersions(t *testing.T) {
 	e := sessionEngine(t)
 	key := PartitionKey{Model: DefaultName, Group: DefaultName}
 	p := e.parts[key]
-	ev := AffinityEvent{Partition: key, SessionID: "s", Owner: Owner{Worker: 1}, Sequence: 10, Writer: 5}
+	ev := AffinityEvent{Partition: key, SessionID: "s", Owner: kvwire.Owner{Worker: 1}, Sequence: 10, Writer: 5}
 	if !e.ApplyAffinity(&ev, t0) || p.sessions["s"].owner.Worker != 1 {
 		t.Fatal("vacant binding not inserted")
 	}
 	older := ev
-	older.Owner, older.Sequence = Owner{Worker: 2}, 9
+	older.Owner, older.Sequence = kvwire.Owner{Worker: 2}, 9
 	if e.ApplyAffinity(&older, t0) || p.sessions["s"].owner.Worker != 1 {
 		t.Fatal("an older version must not replace the binding")
 	}
@@ -120,7 +122,7 @@ func TestApplyAffinityVersions(t *testing.T) {
 		t.Fatal("a newer version must replace the binding")
 	}
 	unknown := newer
-	unknown.Owner, unknown.Sequence = Owner{Worker: 9}, 99
+	unknown.Owner, unknown.Sequence = kvwire.Owner{Worker: 9}, 99
 	if e.ApplyAffinity(&unknown, t0) {
 		t.Fatal("a binding to an unknown worker must be dropped")
 	}
@@ -133,10 +135,10 @@ func TestSessionLeaseReleasedByEveryEnd(t *testing.T) {
 	key := PartitionKey{Model: DefaultName, Group: DefaultName}
 	ends := map[string]func(e *Engine, resp *SelectResponse){
 		"peer free": func(e *Engine, resp *SelectResponse) {
-			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: Owner{Worker: resp.WorkerID}, Kind: LifecycleFree}, t0)
+			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: kvwire.Owner{Worker: resp.WorkerID}, Kind: LifecycleFree}, t0)
 		},
 		"peer admission replaces the row": func(e *Engine, resp *SelectResponse) {
-			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: Owner{Worker: resp.WorkerID},
+			e.ApplyReplica(&ReplicaEvent{Partition: key, BlockSize: 4, RequestID: "a", Owner: kvwire.Owner{Worker: resp.WorkerID},
 				Kind: LifecycleAdd, Add: &ReplicaAdd{TokenSequence: []uint64{1}}, Sender: "peer"}, t0)
 			e.DropPeer("peer")
 		},

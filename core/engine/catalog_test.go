@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestUpsertWorkerErrors covers every input UpsertWorker refuses (HTTP 422): nothing is
@@ -226,11 +228,11 @@ func TestRankReconciliation(t *testing.T) {
 	e := newEngine(t, nil)
 	base := spec(1, dp(0, 2))
 	mustUpsert(t, e, base)
-	r0, r1 := Owner{Worker: 1, Rank: 0}, Owner{Worker: 1, Rank: 1}
+	r0, r1 := kvwire.Owner{Worker: 1, Rank: 0}, kvwire.Owner{Worker: 1, Rank: 1}
 	prompt := toks(0, 16)
 	store(t, e, r0, prompt)
 	store(t, e, r1, prompt[:8])
-	for i, o := range []Owner{r0, r1} {
+	for i, o := range []kvwire.Owner{r0, r1} {
 		_, err := e.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("b", i)), WorkerID: ptr(o.Worker), DPRank: ptr(o.Rank), Prompt: tokenPrompt(prompt)}, t0)
 		noErr(t, err)
 	}
@@ -240,7 +242,7 @@ func TestRankReconciliation(t *testing.T) {
 		noErr(t, err)
 		var d0, d1 uint64
 		for _, w := range res.Workers {
-			switch (Owner{Worker: w.WorkerID, Rank: w.DPRank}) {
+			switch (kvwire.Owner{Worker: w.WorkerID, Rank: w.DPRank}) {
 			case r0:
 				d0 = w.DeviceBlocks
 			case r1:
@@ -261,7 +263,7 @@ func TestRankReconciliation(t *testing.T) {
 	if d0, d1 := overlap(); d0 != 4 || d1 != 2 {
 		t.Fatalf("after unchanged upsert overlap %d/%d, want 4/2", d0, d1)
 	}
-	for _, o := range []Owner{r0, r1} {
+	for _, o := range []kvwire.Owner{r0, r1} {
 		if l := loadOf(e, defKey, o); l.ActiveRequests != 1 {
 			t.Fatalf("after unchanged upsert %v has %d requests, want 1", o, l.ActiveRequests)
 		}
@@ -281,7 +283,7 @@ func TestRankReconciliation(t *testing.T) {
 	// A replay endpoint change re-points every rank of a single-rank worker.
 	single := spec(2, func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w2:5558") })
 	mustUpsert(t, e, single)
-	store(t, e, Owner{Worker: 2}, prompt)
+	store(t, e, kvwire.Owner{Worker: 2}, prompt)
 	single.ReplayEndpoint = ptr("tcp://w2:5559")
 	mustUpsert(t, e, single)
 	res, _ := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
@@ -306,7 +308,7 @@ func TestRankReconciliation(t *testing.T) {
 func TestUpsertMovesPartition(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1))
-	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
 	_, err := e.SelectAndReserve(selReq("r", toks(0, 8)), t0)
 	noErr(t, err)
 
@@ -401,7 +403,7 @@ func TestDeleteWorker(t *testing.T) {
 
 	mustUpsert(t, e, spec(1))
 	mustUpsert(t, e, spec(2))
-	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
 	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(toks(0, 8))}, t0)
 	noErr(t, err)
 
@@ -472,7 +474,7 @@ func TestEventSources(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1, dp(2, 2)))
 	src := e.EventSources(1)
-	if len(src) != 2 || src[0].Owner != (Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
+	if len(src) != 2 || src[0].Owner != (kvwire.Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
 		t.Fatalf("sources %+v", src)
 	}
 	a := newEngine(t, approxConfig())
@@ -487,7 +489,7 @@ func TestEventSources(t *testing.T) {
 func TestEmptyPartitionReshapes(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1))
-	store(t, e, Owner{Worker: 1}, toks(0, 8))
+	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
 	if _, err := e.DeleteWorker(1); err != nil {
 		t.Fatal(err)
 	}

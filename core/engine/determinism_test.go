@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // detRuns is how many times each script is replayed against the first transcript.
@@ -200,7 +202,7 @@ func (s *scriptState) runExt(c scriptCmd) (string, bool) {
 			}
 		}
 		ev := &ReplicaEvent{Partition: key, BlockSize: 4, RequestID: c.args["id"], Sender: c.args["sender"],
-			Owner: Owner{Worker: s.num(c, "worker", 0), Rank: uint32(s.num(c, "rank", 0))}, Kind: LifecycleAdd,
+			Owner: kvwire.Owner{Worker: s.num(c, "worker", 0), Rank: uint32(s.num(c, "rank", 0))}, Kind: LifecycleAdd,
 			Add: &ReplicaAdd{TokenSequence: seq, TrackPrefill: true, PrefillTokens: uint64(4 * len(seq)), ISL: uint64(4 * len(seq))}}
 		return fmt.Sprintf("applied %t", e.ApplyReplica(ev, s.now)), true
 	case "drop_peer_except":

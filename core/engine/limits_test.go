@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestBookingLimits: bookings beyond the per-worker, total and booked-block limits are refused
@@ -31,7 +33,7 @@ func TestBookingLimits(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// A peer admission over the total limit is dropped and counted.
-	if e.ApplyReplica(&ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: "peer-1", Owner: Owner{Worker: 2}, Kind: LifecycleAdd,
+	if e.ApplyReplica(&ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: "peer-1", Owner: kvwire.Owner{Worker: 2}, Kind: LifecycleAdd,
 		Add: &ReplicaAdd{TokenSequence: []uint64{1}, ISL: 4}, Sender: "p"}, t0) {
 		t.Fatal("peer admission over the limit applied")
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // replicaPair returns two engines with the same catalog: worker 1 (ranks 0–1) and worker 2.
@@ -40,7 +42,7 @@ func TestReplicaSyncExample(t *testing.T) {
 	a, b := replicaPair(t)
 	resp, err := a.SelectAndReserve(selReq("r1", toks(0, 4)), t0)
 	noErr(t, err)
-	o := Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
+	o := kvwire.Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
 	fx := ship(t, a, b, t0)
 	if len(fx) != 1 || fx[0].Kind != LifecycleAdd || fx[0].Add == nil || fx[0].Add.ISL != 4 || !fx[0].Add.TrackPrefill ||
 		fx[0].Partition != defKey || fx[0].BlockSize != 4 || fx[0].Owner != o {
@@ -81,7 +83,7 @@ func TestApplyReplicaMirrorsLifecycle(t *testing.T) {
 	_, err := a.SelectAndReserve(r, t0)
 	noErr(t, err)
 	ship(t, a, b, t0)
-	o := Owner{Worker: 1, Rank: 1}
+	o := kvwire.Owner{Worker: 1, Rank: 1}
 	if !slices.Equal(b.Loads("", "")[0].Loads, a.Loads("", "")[0].Loads) {
 		t.Fatalf("loads differ:\n%+v\n%+v", a.Loads("", ""), b.Loads("", ""))
 	}
@@ -134,10 +136,10 @@ func TestApplyReplicaReplacesStaleRow(t *testing.T) {
 	_, err = a.Reserve(&ReservationRequest{SelectionID: ptr("dup"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(toks(0, 8))}, t0)
 	noErr(t, err)
 	ship(t, a, b, t0)
-	if l := loadOf(b, defKey, Owner{Worker: 2}); l.ActiveRequests != 0 {
+	if l := loadOf(b, defKey, kvwire.Owner{Worker: 2}); l.ActiveRequests != 0 {
 		t.Fatalf("stale local booking kept: %+v", l)
 	}
-	if l := loadOf(b, defKey, Owner{Worker: 1}); l.ActiveRequests != 1 {
+	if l := loadOf(b, defKey, kvwire.Owner{Worker: 1}); l.ActiveRequests != 1 {
 		t.Fatalf("peer booking missing: %+v", l)
 	}
 }
@@ -148,7 +150,7 @@ func TestApplyReplicaDrops(t *testing.T) {
 	_, b := replicaPair(t)
 	_, _ = b.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(7)), ModelName: ptr(DefaultName)}) // incomplete
 	add := func(edit func(*ReplicaEvent)) ReplicaEvent {
-		ev := ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: "x", Owner: Owner{Worker: 1}, Kind: LifecycleAdd,
+		ev := ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: "x", Owner: kvwire.Owner{Worker: 1}, Kind: LifecycleAdd,
 			Add: &ReplicaAdd{TokenSequence: []uint64{1, 2}, TrackPrefill: true, PrefillTokens: 8, ISL: 8}}
 		edit(&ev)
 		return ev
@@ -186,12 +188,12 @@ func TestApplyReplicaDrops(t *testing.T) {
 	if b.ApplyReplica(&wrong, t0) {
 		t.Fatalf("free across partitions applied")
 	}
-	if l := loadOf(b, defKey, Owner{Worker: 1}); triple(l) != "(1,2,8)" {
+	if l := loadOf(b, defKey, kvwire.Owner{Worker: 1}); triple(l) != "(1,2,8)" {
 		t.Fatalf("mirrored admission %s, want (1,2,8)", triple(l))
 	}
 	// Untracked prefill in the admission contributes nothing.
 	untracked := add(func(ev *ReplicaEvent) { ev.RequestID = "y"; ev.Owner.Worker = 2; ev.Add.TrackPrefill = false })
-	if !b.ApplyReplica(&untracked, t0) || loadOf(b, defKey, Owner{Worker: 2}).PotentialPrefillTokens != 0 {
+	if !b.ApplyReplica(&untracked, t0) || loadOf(b, defKey, kvwire.Owner{Worker: 2}).PotentialPrefillTokens != 0 {
 		t.Fatalf("untracked admission counted prefill")
 	}
 }

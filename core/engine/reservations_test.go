@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // replay is the minimal replay-form reservation.
@@ -55,7 +57,7 @@ func TestReserveReplay(t *testing.T) {
 	if e.PendingSelections() != 0 {
 		t.Fatalf("a successful replay must consume the entry")
 	}
-	if l := loadOf(e, defKey, Owner{Worker: 1}); triple(l) != "(1,4,16)" {
+	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); triple(l) != "(1,4,16)" {
 		t.Fatalf("replayed booking load %s, want (1,4,16)", triple(l))
 	}
 	// The replayed admission is published like any booking, with the cached inputs.
@@ -229,7 +231,7 @@ func TestReserveExplicit(t *testing.T) {
 	mustUpsert(t, e, spec(1, dp(0, 2)))
 	_, _ = e.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(5))}) // incomplete
 	prompt := toks(0, 40)
-	store(t, e, Owner{Worker: 1}, prompt[:16]) // rank 0 caches 4 blocks = 16 tokens
+	store(t, e, kvwire.Owner{Worker: 1}, prompt[:16]) // rank 0 caches 4 blocks = 16 tokens
 
 	// Every refusal leaves no row and publishes nothing.
 	errs := []struct {
@@ -286,7 +288,7 @@ func TestReserveExplicit(t *testing.T) {
 				EffectivePrefillTokens: tc.ept, TrackPrefillTokens: tc.track, RouterConfigOverride: tc.override}
 			resp, err := e.Reserve(req, t0)
 			noErr(t, err)
-			o := Owner{Worker: 1, Rank: deref(tc.rank, 0)}
+			o := kvwire.Owner{Worker: 1, Rank: deref(tc.rank, 0)}
 			if resp.WorkerID != 1 || resp.DPRank != o.Rank || resp.Endpoint != "http://w1:8000" {
 				t.Fatalf("response %+v", resp)
 			}
@@ -306,7 +308,7 @@ func TestReserveExplicit(t *testing.T) {
 	_, err := e.Reserve(&ReservationRequest{SelectionID: ptr("h"), WorkerID: ptr(uint64(1)),
 		Prompt: Prompt{SequenceHashes: []int64{1, 2, 3}, ISLTokens: ptr(uint64(12))}}, t0)
 	noErr(t, err)
-	if l := loadOf(e, defKey, Owner{Worker: 1}); triple(l) != "(1,3,12)" {
+	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); triple(l) != "(1,3,12)" {
 		t.Fatalf("hash-path booking %s", triple(l))
 	}
 }
@@ -327,7 +329,7 @@ func TestLifecycleCalls(t *testing.T) {
 	_, err := e.SelectAndReserve(selReq("a", toks(0, 16)), t0)
 	noErr(t, err)
 	_ = e.TakeEffects(nil)
-	o := Owner{Worker: 1}
+	o := kvwire.Owner{Worker: 1}
 	if got := triple(loadOf(e, defKey, o)); got != "(1,4,16)" {
 		t.Fatalf("booked %s", got)
 	}

@@ -38,6 +38,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
@@ -221,7 +223,7 @@ func (s *scriptState) run(c scriptCmd) string {
 		}
 		return fmt.Sprintf("worker %d %s", rec.WorkerID, rec.Lifecycle)
 	case "store":
-		o := Owner{Worker: s.num(c, "worker", 0), Rank: uint32(s.num(c, "rank", 0))}
+		o := kvwire.Owner{Worker: s.num(c, "worker", 0), Rank: uint32(s.num(c, "rank", 0))}
 		tier := TierOf("device")
 		if v, ok := c.args["tier"]; ok {
 			tier = TierOf(v)
