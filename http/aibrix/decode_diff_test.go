@@ -1,40 +1,50 @@
 package aibrix
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// The single-pass decoder (decodeFast) is held to the reference decoder
-// (decodeTree) by one property: whenever decodeFast accepts a body,
-// decodeTree accepts it too and returns an equal Request. These tests
-// check the property on hand-picked, random and mutated bodies, and check
-// that decodeFast actually accepts ordinary Gateway-shaped requests (a
-// fast path that always gave up would satisfy the property vacuously).
+// The decoder (DecodeRequest, on jsontext) is held to the former tree
+// decoder (decodeTree, decodetree_test.go) by one property: on every body
+// both give the same verdict; accepted bodies decode to equal Requests;
+// rejected ones wrap the same sentinel, and for every error but malformed
+// JSON (whose wording is jsontext's) name the same Field with the same
+// Detail. These tests check the property on hand-picked, random and
+// mutated bodies.
 
-// checkFastAgainstTree fails t when decodeFast accepts body and decodeTree
-// disagrees. It reports whether decodeFast accepted.
-func checkFastAgainstTree(t testing.TB, body []byte) bool {
+// checkAgainstTree fails t when the decoders disagree on body. It reports
+// whether body was accepted.
+func checkAgainstTree(t testing.TB, body []byte) bool {
 	t.Helper()
-	fast, ok := decodeFast(body)
-	if !ok {
+	got, err := DecodeRequest(body)
+	want, wantErr := decodeTree(body)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("verdicts differ on\n%q\ndecoder: %v\ntree:    %v", body, err, wantErr)
+	}
+	if err != nil {
+		var re, wre *RequestError
+		if !errors.As(err, &re) || !errors.As(wantErr, &wre) {
+			t.Fatalf("errors are not *RequestError: %T %T", err, wantErr)
+		}
+		if !errors.Is(err, errors.Unwrap(wantErr)) {
+			t.Fatalf("sentinels differ on\n%q\ndecoder: %v\ntree:    %v", body, err, wantErr)
+		}
+		if !errors.Is(err, ErrMalformedJSON) && (re.Field != wre.Field || re.Title != wre.Title ||
+			(!errors.Is(err, ErrDuplicateMember) && !errors.Is(err, ErrTrailingData) && re.Detail != wre.Detail)) {
+			t.Fatalf("errors differ on\n%q\ndecoder: %+v\ntree:    %+v", body, re, wre)
+		}
 		return false
 	}
-	tree, err := decodeTree(body)
-	if err != nil {
-		t.Fatalf("decodeFast accepted a body decodeTree rejects (%v):\n%q", err, body)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoders disagree on\n%q\ndecoder: %+v\ntree:    %+v", body, got, want)
 	}
-	if !reflect.DeepEqual(fast, tree) {
-		t.Fatalf("decoders disagree on\n%q\nfast: %+v\ntree: %+v", body, fast, tree)
-	}
-	checkWindows(t, fast)
+	checkWindows(t, got)
 	return true
 }
 
@@ -52,7 +62,7 @@ func checkWindows(t testing.TB, r *Request) {
 	}
 }
 
-func TestDecodeFastAcceptsGatewayRequests(t *testing.T) {
+func TestDecodeAcceptsGatewayRequests(t *testing.T) {
 	escaped := benchRequest(3)
 	escaped.RequestID = "a<b>&\"c\u2028\\d😀"
 	escaped.Candidates[1].Attributes = Attributes{{"zone", "é<&>\"\t"}}
@@ -81,17 +91,16 @@ func TestDecodeFastAcceptsGatewayRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !checkFastAgainstTree(t, tt.body) {
-				t.Fatalf("decodeFast gave up on an ordinary request:\n%s", tt.body)
+			if !checkAgainstTree(t, tt.body) {
+				t.Fatalf("rejected an ordinary request:\n%s", tt.body)
 			}
 		})
 	}
 }
 
-// TestDecodeFastGivesUp pins bodies the fast path must leave to decodeTree:
-// all invalid, or valid but spelled unusually. For valid ones DecodeRequest
-// must still succeed through the fallback.
-func TestDecodeFastGivesUp(t *testing.T) {
+// TestDecodeUnusualBodies pins bodies the former single-pass decoder left to
+// the tree decoder: all invalid, or valid but spelled unusually.
+func TestDecodeUnusualBodies(t *testing.T) {
 	good := string(AppendRequest(nil, benchRequest(2)))
 	tests := []struct {
 		name  string
@@ -121,9 +130,7 @@ func TestDecodeFastGivesUp(t *testing.T) {
 			if tt.body == good {
 				t.Fatal("test body was not modified")
 			}
-			if _, ok := decodeFast([]byte(tt.body)); ok {
-				t.Fatalf("decodeFast accepted:\n%s", tt.body)
-			}
+			checkAgainstTree(t, []byte(tt.body))
 			_, err := DecodeRequest([]byte(tt.body))
 			if (err == nil) != tt.valid {
 				t.Fatalf("DecodeRequest err = %v, want valid=%v", err, tt.valid)
@@ -219,110 +226,45 @@ func mutate(r *rand.Rand, b []byte) []byte {
 	return b
 }
 
-// TestDecodeFastMatchesTreeRandom checks the property on random valid
-// requests (which the fast path must all accept: they are encoded the way
-// the Gateway encodes) and on random mutations of them.
-func TestDecodeFastMatchesTreeRandom(t *testing.T) {
+// TestDecodeMatchesTreeRandom checks the property on random valid requests
+// (which must all be accepted: they are encoded the way the Gateway
+// encodes) and on random mutations of them.
+func TestDecodeMatchesTreeRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	iters := 3000
 	if testing.Short() {
 		iters = 300
 	}
-	var mutants, mutantsFast int
+	var mutants, accepted int
 	for it := 0; it < iters; it++ {
-		req := randomRequest(r)
-		body := AppendRequest(nil, req)
-		_, treeErr := decodeTree(body)
-		fastOK := checkFastAgainstTree(t, body)
-		if (treeErr == nil) != fastOK {
-			t.Fatalf("valid-by-construction request: tree err %v, fast ok %v\n%s", treeErr, fastOK, body)
+		body := AppendRequest(nil, randomRequest(r))
+		if !checkAgainstTree(t, body) {
+			t.Fatalf("valid-by-construction request rejected:\n%s", body)
 		}
 		for k := 1 + r.IntN(3); k > 0; k-- {
 			body = mutate(r, body)
 			mutants++
-			if checkFastAgainstTree(t, body) {
-				mutantsFast++
+			if checkAgainstTree(t, body) {
+				accepted++
 			}
 		}
 	}
-	if mutantsFast == 0 || mutantsFast == mutants {
-		t.Fatalf("mutations are not exercising both outcomes: %d of %d accepted", mutantsFast, mutants)
+	if accepted == 0 || accepted == mutants {
+		t.Fatalf("mutations are not exercising both outcomes: %d of %d accepted", accepted, mutants)
 	}
 }
 
-// FuzzDecodeFastMatchesTree: decodeFast never panics, and every body it
-// accepts decodeTree accepts with an equal Request.
-func FuzzDecodeFastMatchesTree(f *testing.F) {
+// FuzzDecodeMatchesTree: DecodeRequest never panics and agrees with
+// decodeTree on every body.
+func FuzzDecodeMatchesTree(f *testing.F) {
 	f.Add(mustJSON(f, baseDoc()))
 	f.Add(AppendRequest(nil, benchRequest(10)))
 	f.Add([]byte(`{"apiVersion":"routing.aibrix.ai/v1alpha1","kind":"ReplicaSelectionRequest","metadata":{"requestId":"r"},"spec":{"model":"m","policyMode":"Authoritative","candidates":[{"id":"a/b","ports":[1]}]}}`))
 	f.Add([]byte(`{"spec":{"candidates":[{"ports":[8e3,1.0,-0]}]}}`))
 	f.Add([]byte(`{"a":"\ud83d\ude00","b":[[[{}]]]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkFastAgainstTree(t, body)
+		checkAgainstTree(t, body)
 	})
-}
-
-// TestHasSpecialByteMatchesTable compares the eight-byte check with the
-// byte table on every byte value at every position, over random filler.
-func TestHasSpecialByteMatchesTable(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	naive := func(b []byte) bool {
-		for _, c := range b {
-			if !plainASCII[c] {
-				return true
-			}
-		}
-		return false
-	}
-	var b [8]byte
-	for it := 0; it < 2000; it++ {
-		for i := range b {
-			b[i] = byte(0x20 + r.IntN(0x60)) // printable filler
-		}
-		if r.IntN(4) == 0 {
-			b[r.IntN(8)] = byte(r.IntN(256))
-		}
-		for pos := 0; pos < 8; pos++ {
-			for c := 0; c < 256; c += 1 + r.IntN(7) {
-				w := b
-				w[pos] = byte(c)
-				if got, want := hasSpecialByte(binary.LittleEndian.Uint64(w[:])), naive(w[:]); got != want {
-					t.Fatalf("hasSpecialByte(%q) = %v, want %v", w, got, want)
-				}
-			}
-		}
-	}
-}
-
-// TestExactDecimalMatchesParseFloat checks the short-literal float path
-// against strconv.ParseFloat bit for bit.
-func TestExactDecimalMatchesParseFloat(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	lits := []string{"0", "1", "0.5", "0.1", "0.3", "1.0", "0.123456789012345", "999999999999999", "0.000000000000001", "00.5"}
-	for i := 0; i < 20000; i++ {
-		digits := 1 + r.IntN(15)
-		s := []byte(fmt.Sprint(r.Uint64N(1 << 62)))
-		s = s[:min(len(s), digits)]
-		if r.IntN(2) == 0 && len(s) > 1 {
-			at := 1 + r.IntN(len(s)-1)
-			s = append(s[:at], append([]byte{'.'}, s[at:]...)...)
-		}
-		lits = append(lits, string(s))
-	}
-	for _, lit := range append(lits, "1e2", "-1", "0.1234567890123456", "1.", ".5", "1.2.3", "") {
-		got, ok := exactDecimal([]byte(lit))
-		want, err := strconv.ParseFloat(lit, 64)
-		if !ok {
-			continue
-		}
-		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
-			t.Fatalf("exactDecimal(%q) = %v, ParseFloat = %v, %v", lit, got, want, err)
-		}
-	}
-	if _, ok := exactDecimal([]byte("0.1234567890123456")); ok {
-		t.Fatal("16 digits must fall back to ParseFloat")
-	}
 }
 
 // TestValidAttributeNameMatchesPattern compares the table-driven check
@@ -348,7 +290,7 @@ func TestValidAttributeNameMatchesPattern(t *testing.T) {
 
 // TestRequestSlotReuse decodes a sequence of random (often invalid) bodies
 // through one reused slot, as the Handler does, and checks each result
-// against DecodeRequest: equal Request, or the identical error.
+// against decodeTree: equal Request, or the same sentinel.
 func TestRequestSlotReuse(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var slot requestSlot
@@ -357,9 +299,9 @@ func TestRequestSlotReuse(t *testing.T) {
 		if r.IntN(3) == 0 {
 			body = mutate(r, body)
 		}
-		want, wantErr := DecodeRequest(body)
+		want, wantErr := decodeTree(body)
 		got, err := slot.decode(body)
-		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		if (err == nil) != (wantErr == nil) || (err != nil && !errors.Is(err, errors.Unwrap(wantErr))) {
 			t.Fatalf("slot err %v, DecodeRequest err %v\n%s", err, wantErr, body)
 		}
 		if err == nil {

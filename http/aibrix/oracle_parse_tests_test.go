@@ -1,4 +1,4 @@
-package strictjson
+package aibrix
 
 import (
 	"encoding/json"
@@ -8,34 +8,34 @@ import (
 	"testing"
 )
 
-// toAny converts a parsed Value to the shape encoding/json produces with
+// sjToAny converts a parsed sjValue to the shape encoding/json produces with
 // UseNumber, so the two parsers can be compared.
-func toAny(v Value) any {
+func sjToAny(v sjValue) any {
 	switch v.Kind() {
-	case Null:
+	case sjNull:
 		return nil
-	case Bool:
+	case sjBool:
 		return v.Bool()
-	case Number:
+	case sjNumber:
 		return json.Number(v.Literal())
-	case String:
+	case sjString:
 		return v.Str()
-	case Array:
+	case sjArray:
 		out := []any{}
 		for e := v.First(); e.Valid(); e = e.Next() {
-			out = append(out, toAny(e))
+			out = append(out, sjToAny(e))
 		}
 		return out
 	default:
 		out := map[string]any{}
 		for m := v.First(); m.Valid(); m = m.Next() {
-			out[m.Key()] = toAny(m)
+			out[m.Key()] = sjToAny(m)
 		}
 		return out
 	}
 }
 
-func stdDecode(data []byte) (any, error) {
+func sjStdDecode(data []byte) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.UseNumber()
 	var v any
@@ -45,7 +45,7 @@ func stdDecode(data []byte) (any, error) {
 	return v, nil
 }
 
-func TestParseTable(t *testing.T) {
+func TestOracleParseTable(t *testing.T) {
 	tests := []struct {
 		in   string
 		want error
@@ -54,55 +54,55 @@ func TestParseTable(t *testing.T) {
 		{`{"a":[1,2,{"b":null}],"c":true,"d":"\u00e9\ud83d\ude00"}`, nil, ""},
 		{`  7  `, nil, ""},
 		{`-0.5e+10`, nil, ""},
-		{``, ErrEmpty, ""},
-		{`{"a":1,"a":2}`, ErrDuplicateMember, ""},
-		{`{"x":{"a":1,"\u0061":2}}`, ErrDuplicateMember, "x"},
+		{``, sjErrEmpty, ""},
+		{`{"a":1,"a":2}`, sjErrDuplicateMember, ""},
+		{`{"x":{"a":1,"\u0061":2}}`, sjErrDuplicateMember, "x"},
 		{`{"a":1,"A":2}`, nil, ""},
-		{`[1] [2]`, ErrTrailingData, ""},
-		{`{}}`, ErrTrailingData, ""},
-		{`[1,]`, ErrSyntax, "[1]"},
-		{`{"a":1,}`, ErrSyntax, ""},
-		{`01`, ErrTrailingData, ""},
-		{`1.`, ErrSyntax, ""},
-		{`.5`, ErrSyntax, ""},
-		{`"\x"`, ErrSyntax, ""},
-		{"\"a\tb\"", ErrSyntax, ""},
-		{`"\udc00"`, ErrSyntax, ""},
-		{`"\ud800\u0041"`, ErrSyntax, ""},
-		{`nul`, ErrSyntax, ""},
-		{`{"a" 1}`, ErrSyntax, "a"},
-		{`{"a":[1,{"b":[x]}]}`, ErrSyntax, "a[1].b[0]"},
-		{strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat(`}`, 65), ErrTooDeep, strings.TrimSuffix(strings.Repeat("a.", 64), ".")},
+		{`[1] [2]`, sjErrTrailingData, ""},
+		{`{}}`, sjErrTrailingData, ""},
+		{`[1,]`, sjErrSyntax, "[1]"},
+		{`{"a":1,}`, sjErrSyntax, ""},
+		{`01`, sjErrTrailingData, ""},
+		{`1.`, sjErrSyntax, ""},
+		{`.5`, sjErrSyntax, ""},
+		{`"\x"`, sjErrSyntax, ""},
+		{"\"a\tb\"", sjErrSyntax, ""},
+		{`"\udc00"`, sjErrSyntax, ""},
+		{`"\ud800\u0041"`, sjErrSyntax, ""},
+		{`nul`, sjErrSyntax, ""},
+		{`{"a" 1}`, sjErrSyntax, "a"},
+		{`{"a":[1,{"b":[x]}]}`, sjErrSyntax, "a[1].b[0]"},
+		{strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat(`}`, 65), sjErrTooDeep, strings.TrimSuffix(strings.Repeat("a.", 64), ".")},
 	}
 	for _, tt := range tests {
-		doc, err := Parse([]byte(tt.in))
+		doc, err := sjParse([]byte(tt.in))
 		if tt.want == nil {
 			if err != nil {
-				t.Errorf("Parse(%q): %v", tt.in, err)
+				t.Errorf("sjParse(%q): %v", tt.in, err)
 				continue
 			}
-			std, _ := stdDecode([]byte(tt.in))
-			if got := toAny(doc.Root()); !reflect.DeepEqual(got, std) {
-				t.Errorf("Parse(%q) = %#v, encoding/json = %#v", tt.in, got, std)
+			std, _ := sjStdDecode([]byte(tt.in))
+			if got := sjToAny(doc.Root()); !reflect.DeepEqual(got, std) {
+				t.Errorf("sjParse(%q) = %#v, encoding/json = %#v", tt.in, got, std)
 			}
 			continue
 		}
-		var se *SyntaxError
+		var se *sjSyntaxError
 		if !errors.Is(err, tt.want) || !errors.As(err, &se) || se.Path != tt.path {
-			t.Errorf("Parse(%q) err = %v (path %q), want %v at %q", tt.in, err, pathOf(err), tt.want, tt.path)
+			t.Errorf("sjParse(%q) err = %v (path %q), want %v at %q", tt.in, err, sjPathOf(err), tt.want, tt.path)
 		}
 	}
 }
 
-func pathOf(err error) string {
-	var se *SyntaxError
+func sjPathOf(err error) string {
+	var se *sjSyntaxError
 	if errors.As(err, &se) {
 		return se.Path
 	}
 	return ""
 }
 
-func TestLargeObjectDuplicates(t *testing.T) {
+func TestOracleLargeObjectDuplicates(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("{")
 	for i := 0; i < 100; i++ {
@@ -111,16 +111,16 @@ func TestLargeObjectDuplicates(t *testing.T) {
 		}
 		b.WriteString(`"k` + strings.Repeat("x", i) + `":1`)
 	}
-	if _, err := Parse([]byte(b.String() + "}")); err != nil {
+	if _, err := sjParse([]byte(b.String() + "}")); err != nil {
 		t.Fatalf("unique large object: %v", err)
 	}
-	if _, err := Parse([]byte(b.String() + `,"kxxxxx":2}`)); !errors.Is(err, ErrDuplicateMember) {
+	if _, err := sjParse([]byte(b.String() + `,"kxxxxx":2}`)); !errors.Is(err, sjErrDuplicateMember) {
 		t.Fatalf("duplicate in large object: %v", err)
 	}
 }
 
-func TestNumbers(t *testing.T) {
-	doc, err := Parse([]byte(`[8000, 8000.0, 8e3, -1, 1e999, 9223372036854775808, 0.5]`))
+func TestOracleNumbers(t *testing.T) {
+	doc, err := sjParse([]byte(`[8000, 8000.0, 8e3, -1, 1e999, 9223372036854775808, 0.5]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +151,14 @@ func TestNumbers(t *testing.T) {
 // encoding/json decodes to the same value; anything encoding/json accepts
 // as a single value is accepted unless it repeats a member name, nests too
 // deep or contains text encoding/json silently repairs.
-func FuzzParse(f *testing.F) {
+func FuzzOracleParse(f *testing.F) {
 	for _, s := range []string{`{"a":[1,2]}`, `{"a":1,"a":2}`, `"\ud83d\ude00"`, `[] []`, `-1.5e3`, `{"":{"":""}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		doc, err := Parse(data)
+		doc, err := sjParse(data)
 		if err != nil {
-			var se *SyntaxError
+			var se *sjSyntaxError
 			if !errors.As(err, &se) {
 				t.Fatalf("error of type %T", err)
 			}
@@ -167,11 +167,11 @@ func FuzzParse(f *testing.F) {
 		if !json.Valid(data) {
 			t.Fatalf("accepted invalid JSON %q", data)
 		}
-		std, err := stdDecode(data)
+		std, err := sjStdDecode(data)
 		if err != nil {
 			t.Fatalf("encoding/json rejects accepted input %q: %v", data, err)
 		}
-		if got := toAny(doc.Root()); !reflect.DeepEqual(got, std) {
+		if got := sjToAny(doc.Root()); !reflect.DeepEqual(got, std) {
 			t.Fatalf("value differs for %q: %#v vs %#v", data, got, std)
 		}
 	})
