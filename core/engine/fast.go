@@ -110,7 +110,10 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	pick := argmin{best: bound, rng: e.rng}
 	if w.kvselect {
 		k := newKVSelectTerms(n, p.blockSize, w)
-		k.settle(tr.PendingPrefills(), nc)
+		for i := range nc {
+			_, _, _, pending, _ := tr.CountersAt(i)
+			k.observeRank(tr.SpeedAt(i), pending)
+		}
 		ent := e.entriesOf(p, w)
 		invMax := 0.0
 		evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
