@@ -18,8 +18,8 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-pressure with the pinned-KV pressure and decode terms on
-//	                (KVSelectPressureConfig)
+//	                kvselect-pressure adds the decode term to the default's pinned-KV
+//	                pressure term (KVSelectPressureConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
