@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 )
+
+// InProcessServer is a NATS server in this process that a connection dials without a socket
+// (bus/natsembed's Server). ClientURL is its client port's URL, "" when it has none; it only
+// names the connection in logs.
+type InProcessServer interface {
+	nats.InProcessConnProvider
+	ClientURL() string
+}
 
 // ConnConfig describes how a replica reaches NATS: an external server or
 // cluster (URLs) or the embedded server in process (Embedded). Exactly one
@@ -21,7 +30,7 @@ type ConnConfig struct {
 	// URLs is a comma-separated list of servers ("nats://a:4222,nats://b:4222").
 	URLs string
 	// Embedded connects in process to this server (no socket).
-	Embedded *Embedded
+	Embedded InProcessServer
 
 	// Authentication: at most one of user/password, token, creds file, nkey seed file.
 	// For kvselect's embedded server (natsauth.go) a replica uses User = its replica id with
@@ -134,15 +143,8 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "nats-conn", "conn", cfg.Name)
-	stats := cfg.Stats
-	if stats == nil {
-		stats = &ConnStats{}
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "nats-conn", "conn", cfg.Name)
+	stats := cmp.Or(cfg.Stats, &ConnStats{})
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
@@ -230,4 +232,12 @@ func redactURLs(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// orDefault returns v, or def when v is zero or negative (an unset option).
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }

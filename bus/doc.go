@@ -10,9 +10,8 @@
 //
 // # Pieces
 //
-//   - [StartEmbedded] runs an in-process nats-server for single-node mode
-//     (no socket unless asked) or as one node of an embedded NATS cluster.
-//   - [Connect] dials an external NATS (or the embedded server in process)
+//   - [Connect] dials an external NATS (or, through [InProcessServer], the
+//     embedded server of bus/natsembed in process)
 //     with the options a long-lived replica needs: reconnect forever, no
 //     reconnect buffer (stale events are dropped, not replayed), fast stale
 //     connection detection, and handlers that log through slog and count.
@@ -37,7 +36,7 @@
 // Each replica publishes on v2 subjects that end in its id's sender token
 // ([EncodeSenderToken], a readable reversible escaping; subjects_v2.go), so
 // that NATS permissions can let each replica publish only as itself
-// ([ReplicaPermissions], [Authenticator] for the embedded server). Receivers
+// (bus/natsembed enforces them on the embedded server). Receivers
 // take the sender from the subject and drop envelopes claiming another
 // (counted as impersonations); the v1 subjects, which carry no identity, are
 // accepted only with [Config.LegacyV1] and never for an id already heard on
@@ -56,7 +55,8 @@
 //
 // # Dependencies
 //
-// This package imports the standard library, nats.go, nats-server (for the
-// embedded server) and msgpack only. It never imports core/: it speaks its
-// own wire types, and core translates.
+// This package imports the standard library, nats.go, nkeys, yaml and msgpack
+// only: never nats-server (bus/natsembed runs the embedded server) and never
+// core/ (it speaks its own wire types, and core translates). The test in
+// internal/importgraph enforces both.
 package bus

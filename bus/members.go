@@ -60,10 +60,7 @@ func (m *Members) SetExpiryAfter(d time.Duration) { m.expiry = d }
 
 // SetMaxLive bounds the live members; n <= 0 restores [DefaultMaxMembers].
 func (m *Members) SetMaxLive(n int) {
-	if n <= 0 {
-		n = DefaultMaxMembers
-	}
-	m.maxLive = n
+	m.maxLive = orDefault(n, DefaultMaxMembers)
 }
 
 // Rejected counts heartbeats of new replica ids refused because the table was full.
@@ -184,12 +181,7 @@ const DefaultMissedBeats = 3
 // heartbeat intervals of silence; non-positive arguments take 1 s and
 // [DefaultMissedBeats].
 func NewMembers(interval time.Duration, missedBeats int) *Members {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	if missedBeats <= 0 {
-		missedBeats = DefaultMissedBeats
-	}
+	interval, missedBeats = orDefault(interval, time.Second), orDefault(missedBeats, DefaultMissedBeats)
 	return &Members{interval: interval, missed: missedBeats, maxLive: DefaultMaxMembers,
 		live: make(map[string]*Member), boots: make(map[string]*bootRecord)}
 }

@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 	"go.yaml.in/yaml/v3"
 )
 
-// Bus authentication and authorisation for the embedded server.
+// Bus authentication: the auth file shared by the embedded server (bus/natsembed enforces it)
+// and its replicas (which derive their credentials from it).
 //
 // The auth file (--nats-auth-file, YAML or JSON) names who may connect:
 //
@@ -27,7 +26,7 @@ import (
 // A replica connects as NATS user <replica id>. With the shared secret its password is
 // [ReplicaPassword](secret, id), an HMAC that every server can check without a user list; a
 // replica listed under replicas must instead sign the server's nonce with its nkey. Either way
-// the server registers the user with [ReplicaPermissions]: it may publish only on its own v2
+// the server registers the user with natsembed.ReplicaPermissions: it may publish only on its own v2
 // subjects (and snapshot requests and replies), so the identity a receiver reads from the
 // subject is enforced by the server. Clients the file does not admit are refused at CONNECT:
 // they can neither publish nor subscribe.
@@ -115,133 +114,3 @@ func derive(secret, what string) string {
 	m.Write([]byte("kvselect/nats/v1\x00" + what))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
-
-// nkeyFor returns the public nkey a replica id must use, if the file lists it.
-func (a *AuthFile) nkeyFor(id string) (string, bool) {
-	for _, r := range a.Replicas {
-		if r.ID == id {
-			return r.Nkey, true
-		}
-	}
-	return "", false
-}
-
-// replicaForNkey returns the replica id of a public nkey.
-func (a *AuthFile) replicaForNkey(pub string) (string, bool) {
-	for _, r := range a.Replicas {
-		if r.Nkey == pub {
-			return r.ID, true
-		}
-	}
-	return "", false
-}
-
-// responseTTL is how long a replica may answer a snapshot request it received (the first
-// request of a transfer encodes the whole index, so it gets minutes, not seconds).
-const responseTTL = 10 * time.Minute
-
-// ReplicaPermissions are the NATS permissions of replica id in cluster:
-//
-//	publish:   kvselect.v2.<cluster>.*.<own token>     its lifecycle, affinity, members
-//	           kvselect.v1.<cluster>.snapshot.*        snapshot requests to any replica
-//	           (replies to requests it received: allow_responses, one per request, 10 min)
-//	subscribe: kvselect.v2.<cluster>.>                 every replica's fan-out
-//	           kvselect.v1.<cluster>.{lifecycle,affinity,members}  (counted, refused by default)
-//	           kvselect.v1.<cluster>.snapshot.<own hash token>     its own snapshot requests
-//	           _INBOX.>                                 replies to its requests
-//
-// Nothing else: no v1 fan-out publishing (v1 senders are unauthenticated), no other subjects.
-func ReplicaPermissions(cluster, id string) (*server.Permissions, error) {
-	s, err := NewSubjects(cluster)
-	if err != nil {
-		return nil, err
-	}
-	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{
-			s.PublishAllowV2(id),
-			s.snapshot + "*",
-		}},
-		Subscribe: &server.SubjectPermission{Allow: []string{
-			subjectPrefixV2 + cluster + ".>",
-			s.Lifecycle(), s.Affinity(), s.Members(),
-			s.Snapshot(id),
-			"_INBOX.>",
-		}},
-		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: responseTTL},
-	}, nil
-}
-
-// Authenticator implements server.Authentication for the embedded server: it admits the
-// replicas of an [AuthFile] and gives each the permissions of its own id.
-type Authenticator struct {
-	file    *AuthFile
-	cluster string
-}
-
-var _ server.Authentication = (*Authenticator)(nil)
-
-// NewAuthenticator validates cluster and returns the authenticator of file.
-func NewAuthenticator(file *AuthFile, cluster string) (*Authenticator, error) {
-	if file == nil {
-		return nil, fmt.Errorf("%w: no auth file", ErrAuthFile)
-	}
-	if err := ValidateCluster(cluster); err != nil {
-		return nil, err
-	}
-	return &Authenticator{file: file, cluster: cluster}, nil
-}
-
-// Check implements server.Authentication. Only client connections are admitted (no leaf
-// nodes); routes are authenticated by the route user, not here.
-func (a *Authenticator) Check(c server.ClientAuthentication) bool {
-	if c.Kind() != server.CLIENT {
-		return false
-	}
-	o := c.GetOpts()
-	id, ok := a.identify(o, c.GetNonce())
-	if !ok {
-		return false
-	}
-	perms, err := ReplicaPermissions(a.cluster, id)
-	if err != nil {
-		return false
-	}
-	c.RegisterUser(&server.User{Username: id, Permissions: perms})
-	return true
-}
-
-// identify returns the replica id a CONNECT proves: an nkey signature over the nonce, or the
-// replica's shared-secret password (refused for replicas that must use an nkey).
-func (a *Authenticator) identify(o *server.ClientOpts, nonce []byte) (string, bool) {
-	if o.Nkey != "" {
-		id, ok := a.file.replicaForNkey(o.Nkey)
-		if !ok || len(nonce) == 0 {
-			return "", false
-		}
-		sig, err := base64.RawURLEncoding.DecodeString(o.Sig)
-		if err != nil {
-			if sig, err = base64.StdEncoding.DecodeString(o.Sig); err != nil {
-				return "", false
-			}
-		}
-		kp, err := nkeys.FromPublicKey(o.Nkey)
-		if err != nil || kp.Verify(nonce, sig) != nil {
-			return "", false
-		}
-		return id, true
-	}
-	if a.file.Secret == "" || ValidateReplicaID(o.Username) != nil {
-		return "", false
-	}
-	if _, mustNkey := a.file.nkeyFor(o.Username); mustNkey {
-		return "", false
-	}
-	want := ReplicaPassword(a.file.Secret, o.Username)
-	if !hmac.Equal([]byte(o.Password), []byte(want)) {
-		return "", false
-	}
-	return o.Username, true
-}
-
-// RequiresNonce reports whether the server must send a nonce (nkey users exist).
-func (a *Authenticator) RequiresNonce() bool { return len(a.file.Replicas) > 0 }

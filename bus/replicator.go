@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -200,9 +201,7 @@ func NewWithTransport(cfg Config, tr Transport, log *slog.Logger) (*Replicator, 
 	if err := normalizeAliases(&cfg); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = cmp.Or(log, slog.New(slog.DiscardHandler))
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, defaultHeartbeat)
 	cfg.OutboundQueue = orDefault(cfg.OutboundQueue, defaultOutboundQueue)
 	cfg.LifecycleQueue = orDefault(cfg.LifecycleQueue, defaultLifecycleQueue)

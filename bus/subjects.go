@@ -29,14 +29,6 @@ const (
 
 	subjectPrefix = SubjectRoot + ".v1."
 
-	// Token positions inside a split subject, so that parsers never hard-code
-	// indexes (the nats-server events.go convention).
-	subjectRootIndex    = 0
-	subjectVersionIndex = 1
-	subjectClusterIndex = 2
-	subjectKindIndex    = 3
-	subjectReplicaIndex = 4
-
 	kindLifecycle = "lifecycle"
 	kindAffinity  = "affinity"
 	kindMembers   = "members"
@@ -151,42 +143,3 @@ func (s Subjects) Snapshot(replicaID string) string {
 // (with its replica id; see [Replicator.ServeSnapshotProbe]), so that a replica recovering at
 // startup finds a live source at once instead of waiting for a heartbeat.
 func (s Subjects) SnapshotProbe() string { return s.snapshot + snapshotProbeToken }
-
-// SubjectKind splits a kvselect subject and returns its cluster and kind
-// token ("lifecycle", "affinity", "members", "snapshot"). ok is false for
-// anything that is not a well-formed v1 kvselect subject.
-func SubjectKind(subject string) (cluster, kind string, ok bool) {
-	var toks [subjectReplicaIndex + 2]string
-	n := 0
-	start := 0
-	for i := 0; i <= len(subject); i++ {
-		if i == len(subject) || subject[i] == '.' {
-			if n == len(toks) {
-				return "", "", false
-			}
-			toks[n] = subject[start:i]
-			n++
-			start = i + 1
-		}
-	}
-	if n < subjectKindIndex+1 || toks[subjectRootIndex] != SubjectRoot || toks[subjectVersionIndex] != "v1" {
-		return "", "", false
-	}
-	if ValidateCluster(toks[subjectClusterIndex]) != nil {
-		return "", "", false
-	}
-	kind = toks[subjectKindIndex]
-	switch kind {
-	case kindLifecycle, kindAffinity, kindMembers:
-		if n != subjectKindIndex+1 {
-			return "", "", false
-		}
-	case kindSnapshot:
-		if n != subjectReplicaIndex+1 || (len(toks[subjectReplicaIndex]) != 2*replicaTokenBytes && toks[subjectReplicaIndex] != snapshotProbeToken) {
-			return "", "", false
-		}
-	default:
-		return "", "", false
-	}
-	return toks[subjectClusterIndex], kind, true
-}

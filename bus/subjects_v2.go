@@ -131,6 +131,12 @@ func (s Subjects) PublishAllowV2(id string) string {
 	return subjectPrefixV2 + s.cluster + ".*." + EncodeSenderToken(id)
 }
 
+// V2All matches every v2 subject of the cluster (what a replica subscribes to under permissions).
+func (s Subjects) V2All() string { return subjectPrefixV2 + s.cluster + ".>" }
+
+// SnapshotAny matches every replica's snapshot request subject.
+func (s Subjects) SnapshotAny() string { return s.snapshot + "*" }
+
 func (s Subjects) v2Kind(kind string) string { return subjectPrefixV2 + s.cluster + "." + kind + "." }
 
 func (s Subjects) v2(kind, id string) string { return s.v2Kind(kind) + EncodeSenderToken(id) }

@@ -152,10 +152,7 @@ func (t *MemTransport) isDown() bool {
 // Subscribe implements [Transport]; the handler runs on a goroutine owned
 // by the subscription.
 func (t *MemTransport) Subscribe(subject string, h Handler) (Subscription, error) {
-	limit := t.net.PendingLimit
-	if limit <= 0 {
-		limit = 1 << 16
-	}
+	limit := orDefault(t.net.PendingLimit, 1<<16)
 	s := &memSub{owner: t, subject: subject, ch: make(chan Msg, limit), done: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {

@@ -35,7 +35,7 @@ var _ AIBrixSessionReplicator = (*BusReplicator)(nil)
 // publishes its binds to peers and (for a [*BusReplicator]) receives theirs. Peers' bindings
 // are applied at the service's clock, so the AIBrix handler should use the same clock.
 //
-// Call it after [Service.EnableReplication] (a table created earlier stays local). Calling it
+// Call it on a service built with [WithTransport] (without one the table stays local). Calling it
 // again attaches the new table in place of the old one on the bus replicator. Bindings that
 // arrive before a table is attached are dropped (replication is best-effort).
 func (s *Service) EnableAIBrixSessions(cfg AIBrixSessionConfig) *AIBrixSessions {

@@ -3,18 +3,28 @@
 //
 // # Lifecycle
 //
-// Build a Service with New (or NewLocal for tests: no replication, no listeners, no background
-// work), optionally wire it to its peers with EnableReplication, turn on KV-event ingestion with
-// EnableKVEvents, run startup recovery, open the ingestion gate with OpenGate, and call Start to
-// begin the expiry sweep. Close stops everything; after Close, selections fail with ErrNotReady
-// ("selection service is shutting down").
+// One Config (config.go) holds the whole service: the router (Config.Engine: Dynamo's
+// KvRouterConfig, the router queue, policy classes, table limits), KV-event ingestion,
+// replication (Config.Replication), startup recovery (Config.Recovery) and the sweep.
+// ConfigFromEnv reads Dynamo's DYN_ROUTER_* variables into it and the kvselect binary overlays
+// its flags; Config.Validate refuses a bad setting with an error naming its flag or variable.
+// New validates it and, given a transport (WithTransport over bus.NewNATSTransport, or the
+// in-memory bus.MemNetwork), joins the replicas' bus. Run encodes the startup order — KV-event
+// listeners buffer, the index is recovered from a peer (Recovery.Enabled), the gate opens, this
+// replica serves snapshots, the sweep starts — then serves until ctx ends and shuts down in
+// reverse (Close). After Close, selections fail with ErrNotReady ("selection service is
+// shutting down").
 //
-//	svc, err := core.New(core.Config{Engine: engine.KVSelectDefaults()})
+//	cfg, err := core.ConfigFromEnv(os.LookupEnv, log) // log warns about values it ignores
 //	...
-//	svc.EnableKVEvents() // one ZMQ listener per (worker, DP rank), buffering until OpenGate
-//	svc.OpenGate()
-//	svc.Start()
-//	defer svc.Close()
+//	svc, err := core.New(cfg, core.WithTransport(bus.NewNATSTransport(nc))) // no option: local only
+//	...
+//	go http.Serve(ln, api.New(svc, api.Options{})) // /ready answers 503 until recovery is done
+//	err = svc.Run(ctx)                             // returns once ctx ended and the service closed
+//
+// NewLocal is a service for tests: no replication, no listeners, no background work. The steps
+// Run takes (EnableKVEvents, Recover, OpenGate, ServeSnapshots, Start) stay exported for tests
+// and embedders that drive them one by one.
 //
 // Every operation of the HTTP API is a method with typed requests and responses (the JSON types
 // of Dynamo's selection service): UpsertWorker, PatchWorker, DeleteWorker, Workers, Ready,
@@ -27,13 +37,16 @@
 //
 // # Router queue
 //
-// With router_queue_threshold set, or policy classes (DYN_ROUTER_POLICY_CONFIG, see
-// policyclass.go), a selection that finds every eligible rank busy under its class's rule waits
-// in a per-partition router queue (fcfs, lcfs, wspt or aging within a class, with priority_jump and
-// strict_priority; deficit round robin across classes) and is selected and booked as soon as a
-// rank has room: SelectWait and SelectAndReserveWait, which
-// the HTTP API uses, wait until then, the context ends, or the service closes. Select and
-// SelectAndReserve never wait: they fail with ErrOverloaded (429) instead. See queue_wait.go.
+// With router_queue_threshold set, or policy classes (DYN_ROUTER_POLICY_CONFIG), a selection
+// that finds every eligible rank busy under its class's rule waits in a per-partition router
+// queue (fcfs, lcfs, wspt or aging within a class, with priority_jump and strict_priority;
+// deficit round robin across classes) and is selected and booked as soon as a rank has room.
+// The queue, its order, class budgets and admission are engine state (core/engine/rqueue*.go:
+// engine.SelectQueued parks and returns a ticket, and each dispatch is an Admission in the
+// engine's outbox); the Service only waits (queue_wait.go): SelectWait and SelectAndReserveWait,
+// which the HTTP API uses, return when flushLocked hands over the Admission, the context ends,
+// or the service closes. Select and SelectAndReserve never wait: they fail with ErrOverloaded
+// (429) instead.
 //
 // # Concurrency
 //

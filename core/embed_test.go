@@ -25,9 +25,17 @@ func fixedClock() func() time.Time {
 
 func newEmbedded(t *testing.T, sc core.Scoring) *core.Service {
 	t.Helper()
+	return newEmbeddedWith(t, core.Config{Scoring: sc})
+}
+
+// newEmbeddedWith builds the parity service from base (its Engine, Seed and Clock are set
+// here) with opts, and registers four workers.
+func newEmbeddedWith(t *testing.T, base core.Config, opts ...core.Option) *core.Service {
+	t.Helper()
 	cfg := engine.KVSelectDefaults()
 	cfg.UseKVEvents = false
-	svc, err := core.New(core.Config{Engine: cfg, Seed: 7, Clock: fixedClock(), Scoring: sc})
+	base.Engine, base.Seed, base.Clock = cfg, 7, fixedClock()
+	svc, err := core.New(base, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,18 +144,13 @@ func TestCustomScorerChangesDecisions(t *testing.T) {
 func TestEmbeddedWithNATS(t *testing.T) {
 	srv := natstest.RunServer(t)
 	mk := func(id, peer string) *core.Service {
-		svc := newEmbedded(t, core.Scoring{})
 		nc, err := bus.Connect(bus.ConnConfig{URLs: srv.ClientURL(), Name: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(nc.Close)
-		br, err := svc.EnableReplication(core.ReplicationConfig{Cluster: "embed", ReplicaID: id, Peers: []string{peer}}, nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = br.Close() })
-		return svc
+		t.Cleanup(nc.Close) // after the service's Close (cleanups run last-in first-out)
+		return newEmbeddedWith(t, core.Config{ReplicaID: id, Replication: core.ReplicationConfig{Bus: bus.Config{Cluster: "embed", Peers: []string{peer}}}},
+			core.WithTransport(bus.NewNATSTransport(nc)))
 	}
 	a, b := mk("a", "b"), mk("b", "a")
 	natstest.WaitInterestCount(t, srv, "kvselect.v1.embed.lifecycle", 2)

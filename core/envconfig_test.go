@@ -27,7 +27,8 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	c, err := ConfigFromEnvLogged(envLookup(env), log)
+	cfg, err := ConfigFromEnv(envLookup(env), log)
+	c := cfg.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 	}
 	// A deprecated alias is named as set.
 	buf.Reset()
-	if _, err := ConfigFromEnvLogged(envLookup(map[string]string{"DYN_USE_KV_EVENTS": "perhaps"}), log); err != nil {
+	if _, err := ConfigFromEnv(envLookup(map[string]string{"DYN_USE_KV_EVENTS": "perhaps"}), log); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "variable=DYN_USE_KV_EVENTS ") {
@@ -67,14 +68,15 @@ func TestConfigFromEnvWarnsOnUnparsable(t *testing.T) {
 // too (not only the kvselect binary's flag default), and an unknown mode is an error as Dynamo's
 // unknown enum strings are.
 func TestConfigFromEnvSessionAffinityMode(t *testing.T) {
-	c, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "soft"}))
+	cfg, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "soft"}), nil)
+	c := cfg.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.SessionAffinityMode != engine.SessionAffinitySoft {
 		t.Fatalf("mode %q, want soft", c.SessionAffinityMode)
 	}
-	if _, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "sticky"})); err == nil {
+	if _, err := ConfigFromEnv(envLookup(map[string]string{"DYN_ROUTER_SESSION_AFFINITY_MODE": "sticky"}), nil); err == nil {
 		t.Fatal("an unknown session affinity mode was accepted")
 	}
 }

@@ -1,7 +1,9 @@
 package core_test
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
@@ -66,4 +68,30 @@ func ExampleScorerFunc() {
 	resp, _ := svc.Select(req)
 	fmt.Println("chose worker", resp.WorkerID)
 	// Output: chose worker 2
+}
+
+// A service's whole life: configuration from the environment, the startup order and the
+// shutdown in Run.
+func ExampleService_Run() {
+	cfg, err := core.ConfigFromEnv(func(string) (string, bool) { return "", false }, nil) // os.LookupEnv in production
+	if err != nil {
+		panic(err)
+	}
+	cfg.Engine.UseKVEvents = false
+	cfg.SweepInterval = time.Minute
+	svc, err := core.New(cfg) // add core.WithTransport(...) to replicate
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	<-svc.Started()
+	_, _ = svc.UpsertWorker(core.WorkerSpec{WorkerID: ptr(uint64(1)), Endpoint: ptr("http://worker-1:8000"), BlockSize: ptr(uint32(4))})
+	fmt.Println("ready:", svc.Ready().Ready)
+	stop() // SIGTERM in a binary
+	fmt.Println("run:", <-done, "shutting down:", svc.IsShuttingDown())
+	// Output:
+	// ready: true
+	// run: <nil> shutting down: true
 }

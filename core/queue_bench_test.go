@@ -44,26 +44,21 @@ func BenchmarkQueueParkAndDispatch(b *testing.B) {
 			for n := 0; n < b.N; n += depth {
 				id := fmt.Sprint("busy-", n)
 				busy(id)
-				svc.mu.Lock()
 				for i, r := range reqs {
-					cl, err := svc.classifyLocked(r)
-					if err == nil {
-						waiters[i], err = svc.parkLocked(cl, true)
-					}
-					if err != nil {
+					var err error
+					if waiters[i], err = parkNow(svc, r, true); err != nil {
 						b.Fatal(err)
 					}
 				}
-				svc.mu.Unlock()
 				if err := svc.Free(id); err != nil { // dispatches every parked request
 					b.Fatal(err)
 				}
 				for _, w := range waiters {
 					r := <-w.done
-					if r.err != nil {
-						b.Fatal(r.err)
+					if r.Err != nil {
+						b.Fatal(r.Err)
 					}
-					if err := svc.Free(*r.resp.SelectionID); err != nil {
+					if err := svc.Free(*r.Resp.SelectionID); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -117,11 +117,11 @@ policy_classes:
 	// Every booking was freed by its caller or, for callers that gave up after dispatch, by
 	// the service: nothing is left on either worker.
 	poll.True(t, poll.Generous, "no live bookings", func() bool { return activeRequests(svc) == 0 })
-	if st := svc.Stats().Queue; st.Pending != 0 || svc.queued.Load() != 0 {
+	if st := svc.Stats().Queue; st.Pending != 0 || waiting(svc) != 0 {
 		t.Fatalf("queue not empty: %+v", st)
 	}
 	svc.mu.Lock()
-	parked := len(svc.parkedIDs)
+	parked := svc.eng.ParkedIDs()
 	svc.mu.Unlock()
 	if parked != 0 {
 		t.Fatalf("%d parked ids left behind", parked)

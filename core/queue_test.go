@@ -11,99 +11,26 @@ import (
 	"github.com/kvselect/kvselect/internal/poll"
 )
 
-// Tests of the router queue: the order (pure, table-driven) and the Service's parking and
-// dispatch with a real engine. Waiting callers run in goroutines; the tests synchronise by
-// polling Stats().Queue with a deadline, never by sleeping.
-
-// always is a dispatchability test that accepts every head.
-func always(*waiter) bool { return true }
-
-// drainOrder pops partition k's requests in dispatch order.
-func drainOrder(q *routerQueue, k engine.PartitionKey, names map[*waiter]string) string {
-	got := ""
-	for w := q.next(k, always); w != nil; w = q.next(k, always) {
-		got += names[w]
-		if !q.remove(w) || q.remove(w) {
-			panic("remove must succeed once")
-		}
+// parkNow parks req as SelectWait does and returns its waiter without waiting on it; the request
+// must have to wait.
+func parkNow(svc *Service, req *SelectRequest, reserve bool) (*waiter, error) {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	_, t, err := svc.eng.SelectQueued(req, reserve, svc.clock())
+	if err != nil || t == 0 {
+		return nil, fmt.Errorf("not parked: %v", err)
 	}
-	return got
+	w := &waiter{ticket: t, reserve: reserve, done: make(chan engine.Admission, 1)}
+	svc.waiters[t] = w
+	svc.flushLocked()
+	return w, nil
 }
 
-func TestRouterQueueOrder(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	type item struct {
-		name   string
-		at     time.Duration // parked at t0 + at
-		jump   float64
-		strict uint32
-		isl    uint64
-		cached uint64
-	}
-	cases := []struct {
-		policy string
-		items  []item
-		want   string
-	}{
-		{"fcfs", []item{{name: "a"}, {name: "b", at: 1}, {name: "c", at: 2}}, "abc"},
-		{"fcfs", []item{{name: "a"}, {name: "b", at: time.Second, jump: 2}, {name: "c", at: 2 * time.Second}}, "bac"},
-		{"fcfs", []item{{name: "a"}, {name: "b", at: 1, strict: 1}, {name: "c", at: 2, strict: 2}}, "cba"},
-		{"fcfs", []item{{name: "a", jump: -5}, {name: "b", at: 1}}, "ab"}, // negative jumps count as 0
-		{"lcfs", []item{{name: "a"}, {name: "b", at: time.Second}, {name: "c", at: 2 * time.Second}}, "cba"},
-		{"lcfs", []item{{name: "a", strict: 1}, {name: "b", at: time.Second}}, "ab"},
-		// wspt: least uncached work first; (1+jump) weights it.
-		{"wspt", []item{{name: "a", isl: 1000}, {name: "b", isl: 1000, cached: 900}, {name: "c", isl: 50}}, "cba"},
-		{"wspt", []item{{name: "a", isl: 100}, {name: "b", isl: 300, jump: 3}}, "ba"},
-		{"wspt", []item{{name: "a", isl: 10, cached: 10}, {name: "b", isl: 0}}, "ab"}, // both clamp to 1: parked first wins
-	}
-	for i, tc := range cases {
-		t.Run(fmt.Sprintf("%d-%s", i, tc.policy), func(t *testing.T) {
-			q := newRouterQueue(t0)
-			prof := syntheticProfile(&engine.Config{QueuePolicy: tc.policy, QueueThreshold: ptr(0.5)})
-			k := engine.PartitionKey{Model: "m", Group: "g"}
-			names := map[*waiter]string{}
-			for _, it := range tc.items {
-				req := &SelectRequest{PriorityJump: ptr(it.jump), StrictPriority: ptr(it.strict)}
-				w := q.park(req, false, prof, 0, engine.QueueProbe{Partition: k, ISL: it.isl, Cached: it.cached}, t0.Add(it.at))
-				names[w] = it.name
-			}
-			if got := drainOrder(&q, k, names); got != tc.want || q.n != 0 || q.waiting(k, 0, nil) {
-				t.Fatalf("order %q, want %q (n=%d)", got, tc.want, q.n)
-			}
-		})
-	}
-}
-
-func TestRouterQueuePartitionsAndRemove(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	q := newRouterQueue(t0)
-	prof := syntheticProfile(&engine.Config{QueueThreshold: ptr(0.5)})
-	a, b := engine.PartitionKey{Model: "a"}, engine.PartitionKey{Model: "b"}
-	var ws []*waiter
-	for i := range 6 {
-		k := a
-		if i%2 == 1 {
-			k = b
-		}
-		ws = append(ws, q.park(&SelectRequest{}, false, prof, 0, engine.QueueProbe{Partition: k}, t0.Add(time.Duration(i))))
-	}
-	// Removing from the middle keeps the order of the rest; partitions are independent.
-	q.remove(ws[2])
-	if q.next(a, always) != ws[0] || q.next(b, always) != ws[1] || q.n != 5 {
-		t.Fatal("heads after removing from the middle")
-	}
-	q.remove(ws[0])
-	if q.next(a, always) != ws[4] {
-		t.Fatal("a's next head")
-	}
-	q.remove(ws[4])
-	if q.waiting(a, 0, nil) || !q.waiting(b, 0, nil) || len(q.partitions(nil)) != 1 || q.next(a, always) != nil {
-		t.Fatal("an emptied partition must disappear")
-	}
-	// A head that may not be dispatched holds its class back.
-	if q.next(b, func(*waiter) bool { return false }) != nil {
-		t.Fatal("a blocked head must not be returned")
-	}
+// waiting is the number of callers the service holds for parked requests.
+func waiting(svc *Service) int {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	return len(svc.waiters)
 }
 
 // queueFixture is a service with router queueing at 0.5 × 100 prefill tokens on one worker
@@ -297,8 +224,8 @@ func TestQueueCancelLeavesNothing(t *testing.T) {
 	if o := recv(t, out); o.id != "gone" || !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled caller got %+v", o)
 	}
-	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 || svc.queued.Load() != 1 {
-		t.Fatalf("after cancel %+v (gauge %d)", st, svc.queued.Load())
+	if st := svc.Stats().Queue; st.Pending != 1 || st.Abandoned != 1 || waiting(svc) != 1 {
+		t.Fatalf("after cancel %+v (%d callers waiting)", st, waiting(svc))
 	}
 	if err := svc.Free("gone"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("a cancelled parked request must not be booked: %v", err)
@@ -318,13 +245,7 @@ func TestQueueAbandonAfterDispatchFreesBooking(t *testing.T) {
 	if _, err := svc.SelectAndReserve(selReq("big", 0, 60)); err != nil {
 		t.Fatal(err)
 	}
-	svc.mu.Lock()
-	cl, err := svc.classifyLocked(selReq("late", 1000, 8))
-	var w *waiter
-	if err == nil {
-		w, err = svc.parkLocked(cl, true)
-	}
-	svc.mu.Unlock()
+	w, err := parkNow(svc, selReq("late", 1000, 8), true)
 	if err != nil {
 		t.Fatal(err)
 	}

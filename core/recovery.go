@@ -12,15 +12,17 @@ import (
 	"github.com/kvselect/kvselect/recovery"
 )
 
-// Startup index recovery (issue 5, spec §1.2 step 4 and §11.3). The seed order is:
+// Startup index recovery (issue 5, spec §1.2 step 4 and §11.3). The seed order, which Run
+// encodes (run.go), is:
 //
-//	connect the bus → EnableKVEvents (listeners buffer) → Recover → OpenGate → ServeSnapshots → serve
+//	New joins the bus → EnableKVEvents (listeners buffer) → Recover → OpenGate → ServeSnapshots → sweep
 //
 // Recover fetches one peer's index whole — over HTTP from --indexer-peers, else (or also, when
 // forced) over NATS from a live replica — stages it partition by partition outside the engine
 // lock, and installs each partition under the lock only once the whole fetch succeeded. It never
 // fails the startup: without a usable peer the replica starts empty. /ready answers 503 from
-// ExpectRecovery (or the start of Recover) until Recover has submitted the recovered index.
+// New (with Recovery.Enabled) or the start of Recover until Recover has submitted the recovered
+// index.
 
 // NATSRecoveryMode selects when Recover asks live replicas over NATS.
 type NATSRecoveryMode string
@@ -36,25 +38,15 @@ const (
 	NATSRecoveryForce NATSRecoveryMode = "force"
 )
 
-// ErrRecoveryMode is returned by ParseNATSRecoveryMode for an unknown mode.
-var ErrRecoveryMode = errors.New("core: --nats-recovery must be auto, off or force")
-
-// ParseNATSRecoveryMode validates a mode name ("" is auto).
-func ParseNATSRecoveryMode(s string) (NATSRecoveryMode, error) {
-	switch m := NATSRecoveryMode(s); m {
-	case "":
-		return NATSRecoveryAuto, nil
-	case NATSRecoveryAuto, NATSRecoveryOff, NATSRecoveryForce:
-		return m, nil
-	}
-	return "", fmt.Errorf("%w: %q", ErrRecoveryMode, s)
-}
-
-// RecoveryConfig configures Recover.
+// RecoveryConfig (Config.Recovery) configures startup recovery.
 type RecoveryConfig struct {
+	// Enabled makes Run recover the index before it opens the KV-event gate, and /ready report
+	// not ready from New until then.
+	Enabled bool
 	// HTTPPeers are --indexer-peers base URLs, tried in order.
 	HTTPPeers []string
-	// NATS selects NATS recovery (default auto). It needs EnableReplication.
+	// NATS selects NATS recovery (--nats-recovery, default auto). It needs a transport
+	// (WithTransport).
 	NATS NATSRecoveryMode
 	// MaxChunk is the NATS chunk body limit: recovery.ChunkLimit(nc.MaxPayload()). Required for
 	// NATS recovery.
@@ -128,10 +120,10 @@ func (r *recoveryState) set(st RecoveryStatus) {
 	r.mu.Unlock()
 }
 
-// ExpectRecovery marks startup recovery as pending: Ready reports not ready until Recover has
-// submitted. Call it before serving when the HTTP server starts before Recover. Calling it after
-// Recover finished is a no-op.
-func (s *Service) ExpectRecovery() {
+// expectRecovery marks startup recovery as pending: Ready reports not ready until Recover has
+// submitted (New calls it with Recovery.Enabled, so an HTTP server started before Run answers
+// 503). Calling it after Recover finished is a no-op.
+func (s *Service) expectRecovery() {
 	s.rec.mu.Lock()
 	if s.rec.status == nil {
 		s.rec.status = &RecoveryStatus{State: recoveryPending}
@@ -216,8 +208,8 @@ func (s *Service) RecoverHTTP(ctx context.Context, peers []string, opts recovery
 	return res, sink.commit(), nil
 }
 
-// RecoverNATS pulls a snapshot from a live replica over the bus and installs it. It needs
-// EnableReplication. On error nothing was installed; an error wrapping recovery.ErrNoPeer
+// RecoverNATS pulls a snapshot from a live replica over the bus and installs it. It needs a
+// transport (WithTransport). On error nothing was installed; an error wrapping recovery.ErrNoPeer
 // means nobody could answer (alone on the bus).
 func (s *Service) RecoverNATS(ctx context.Context, cfg RecoveryConfig) (recovery.Result, installReport, error) {
 	br, ok := s.repl.(*BusReplicator)

@@ -25,10 +25,7 @@ func natsReplica(t testing.TB, url, id string, seed uint64, peers ...string) (*S
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := svc.EnableReplication(ReplicationConfig{Cluster: "recovery", ReplicaID: id, Peers: peers, HeartbeatInterval: 50 * time.Millisecond}, nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	br := joinBus(t, svc, id, ReplicationConfig{Bus: bus.Config{Cluster: "recovery", Peers: peers, HeartbeatInterval: 50 * time.Millisecond}}, nc)
 	t.Cleanup(func() {
 		_ = br.Close()
 		nc.Close()

@@ -24,10 +24,7 @@ func TestNATSRecoveryProbesLiveReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		br, err := svc.EnableReplication(ReplicationConfig{Cluster: "probe", ReplicaID: id, HeartbeatInterval: time.Hour}, nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		br := joinBus(t, svc, id, ReplicationConfig{Bus: bus.Config{Cluster: "probe", HeartbeatInterval: time.Hour}}, nc)
 		t.Cleanup(func() { _ = br.Close(); nc.Close() })
 		return svc, nc.MaxPayload()
 	}

@@ -46,7 +46,7 @@ func (k *stagingSink) Begin(p recovery.Partition) error {
 func (k *stagingSink) Event(ev *recovery.RouterEvent) error {
 	e := &k.ev
 	e.Owner = engine.Owner{Worker: ev.WorkerID, Rank: ev.DPRank}
-	e.Tier = ev.Tier
+	e.Tier = engine.Tier(ev.Tier) // same numbering: TestRecoveryTiersMatchEngine
 	e.Parent, e.HasParent = ev.Parent, ev.HasParent
 	e.Blocks, e.Removed = e.Blocks[:0], nil
 	switch ev.Kind {

@@ -192,7 +192,8 @@ func TestRecoveryFirstGoodPeerWins(t *testing.T) {
 	}
 }
 
-// TestReadyGatedByRecovery: /ready stays not-ready from ExpectRecovery until Recover has
+// TestReadyGatedByRecovery: /ready stays not-ready from expectRecovery (New with
+// Recovery.Enabled) until Recover has
 // submitted, and reports the recovery object; without recovery the object is absent.
 func TestReadyGatedByRecovery(t *testing.T) {
 	svc := newKVService(t, 3)
@@ -200,7 +201,7 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	if r := svc.Ready(); !r.Ready || r.Recovery != nil {
 		t.Fatalf("no recovery expected: %+v", r)
 	}
-	svc.ExpectRecovery()
+	svc.expectRecovery()
 	if r := svc.Ready(); r.Ready || r.Recovery == nil || r.Recovery.State != "pending" {
 		t.Fatalf("pending recovery: ready=%v recovery=%+v", r.Ready, r.Recovery)
 	}
@@ -215,15 +216,20 @@ func TestReadyGatedByRecovery(t *testing.T) {
 	}
 }
 
-// TestRecoveryModes pins ParseNATSRecoveryMode.
+// TestRecoveryModes pins the --nats-recovery modes Config.Validate accepts ("" is auto in New).
 func TestRecoveryModes(t *testing.T) {
-	for in, want := range map[string]NATSRecoveryMode{"": NATSRecoveryAuto, "auto": NATSRecoveryAuto, "off": NATSRecoveryOff, "force": NATSRecoveryForce} {
-		if got, err := ParseNATSRecoveryMode(in); err != nil || got != want {
-			t.Errorf("%q: %v %v", in, got, err)
+	for _, m := range []NATSRecoveryMode{"", "auto", "off", "force", "always"} {
+		c := Config{Engine: engine.DefaultConfig(), Recovery: RecoveryConfig{NATS: m}}.withDefaults()
+		err := c.Validate()
+		if want := m == "always"; (err != nil) != want {
+			t.Errorf("%q: %v", m, err)
+		}
+		if m == "always" && err.Error() != `--nats-recovery: core: --nats-recovery must be auto, off or force: "always"` {
+			t.Errorf("message %q", err)
 		}
 	}
-	if _, err := ParseNATSRecoveryMode("always"); err == nil {
-		t.Error("unknown mode accepted")
+	if m := (Config{}).withDefaults().Recovery.NATS; m != NATSRecoveryAuto {
+		t.Errorf("default mode %q", m)
 	}
 }
 

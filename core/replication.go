@@ -4,10 +4,9 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
@@ -53,17 +52,19 @@ type BusReplicator struct {
 	appliedHook atomic.Pointer[func(ev *engine.ReplicaEvent, applied bool)]
 	// aibrix receives peers' AIBrix session bindings (aibrix_sessions_repl.go); nil until
 	// Service.EnableAIBrixSessions attaches a table.
-	aibrix atomic.Pointer[AIBrixSessions]
+	aibrix    atomic.Pointer[AIBrixSessions]
+	closeOnce sync.Once
 }
 
-// ReplicationConfig names this replica and its peers on the bus.
+// ReplicationConfig (Config.Replication) configures replica sync: the bus replicator and the
+// anti-entropy passes core runs over it.
 type ReplicationConfig struct {
-	Cluster       string   // subject namespace shared by the replicas
-	ReplicaID     string   // this replica's id
-	Aliases       []string // other ids clients may use for this replica (bus.Config.Aliases)
-	HTTPAddr      string   // announced in heartbeats
-	Peers         []string // initial replica-sync peers
-	DiscoverPeers bool     // treat every live member as a peer
+	// Bus configures the replicator: Cluster (--cluster), Aliases, HTTPAddr (--advertise-http),
+	// Peers (--replica-sync-peers), DiscoverPeers, HeartbeatInterval, DeadAfter
+	// (--peer-dead-after: the heartbeat silence after which a peer's mirrored bookings are
+	// released, replication_dead.go), LegacyV1 (--bus-v1), MaxMembers (--bus-max-members) and
+	// queue sizes. The service sets ReplicaID (Config.ReplicaID), BootID and the callbacks.
+	Bus bus.Config
 
 	// Resync, if set, is attached to the replicator so that its Fire (wired into
 	// bus.ConnConfig.OnReconnect) schedules a republish of the live local bookings.
@@ -79,16 +80,6 @@ type ReplicationConfig struct {
 	// JoinResyncRepeat is when the join pass is repeated (default JoinResyncRepeat; negative
 	// means no repeat).
 	JoinResyncRepeat time.Duration
-	// HeartbeatInterval overrides the bus heartbeat period (default 1 s); tests shorten it.
-	HeartbeatInterval time.Duration
-	// DeadAfter is the heartbeat silence after which a peer counts as dead and its mirrored
-	// bookings are released (default bus.DefaultMissedBeats × HeartbeatInterval); see
-	// replication_dead.go.
-	DeadAfter time.Duration
-	// LegacyV1 keeps the unauthenticated v1 bus subjects working (bus.Config.LegacyV1).
-	LegacyV1 bool
-	// MaxMembers bounds the members table (bus.Config.MaxMembers).
-	MaxMembers int
 	// MaxPendingLiveSets and MaxPendingLiveSetBytes bound the partial live sets this replica
 	// reassembles (defaults DefaultMaxPendingLiveSets, DefaultMaxPendingLiveSetBytes); the
 	// oldest partial set is evicted first.
@@ -100,10 +91,10 @@ type ReplicationConfig struct {
 	LiveSetInterval time.Duration
 }
 
-// EnableReplication wires svc to the bus over nc and starts the resync goroutine. Call it
-// before Start and before serving; Close the returned replicator before closing nc.
-func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusReplicator, error) {
-	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.DiscoverPeers, ledger: ledger{},
+// enableReplication wires s to the bus over tr and starts the resync goroutine (New calls it
+// when given WithTransport; Close closes the replicator).
+func (s *Service) enableReplication(cfg ReplicationConfig, tr bus.Transport) error {
+	br := &BusReplicator{svc: s, log: s.log.With("component", "replication"), discover: cfg.Bus.DiscoverPeers, ledger: ledger{},
 		tomb: newTombstones(tombstoneCap), ready: make(chan struct{}), pendingSets: map[liveSetKey]*pendingLiveSet{},
 		asks: map[string]*resyncAsk{}, released: map[string]uint64{}, logLimit: bus.NewLogLimiter(0, 0)}
 	br.rs = newResyncer(br, cfg.ResyncRate, orDefaultDelay(cfg.ResyncDelay, DefaultResyncDelay),
@@ -116,23 +107,13 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 	case cfg.JoinResyncRepeat > 0:
 		br.rs.joinRepeat = cfg.JoinResyncRepeat
 	}
-	r, err := bus.New(bus.Config{
-		Cluster: cfg.Cluster, ReplicaID: cfg.ReplicaID, Aliases: cfg.Aliases, HTTPAddr: cfg.HTTPAddr,
-		Peers: cfg.Peers, DiscoverPeers: cfg.DiscoverPeers,
-		BootID:            s.bootID,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		DeadAfter:         cfg.DeadAfter,
-		LegacyV1:          cfg.LegacyV1,
-		MaxMembers:        cfg.MaxMembers,
-		OnLifecycle:       br.apply,
-		OnLiveSet:         br.applyLiveSet,
-		OnResyncRequest:   br.resyncRequested,
-		OnAffinity:        br.applyAffinity,
-		OnPeerRestart:     br.peerRestarted,
-		OnMemberChange:    br.memberChanged,
-	}, nc, s.log)
+	bc := cfg.Bus
+	bc.ReplicaID, bc.BootID = s.cfg.ReplicaID, s.bootID
+	bc.OnLifecycle, bc.OnLiveSet, bc.OnResyncRequest = br.apply, br.applyLiveSet, br.resyncRequested
+	bc.OnAffinity, bc.OnPeerRestart, bc.OnMemberChange = br.applyAffinity, br.peerRestarted, br.memberChanged
+	r, err := bus.NewWithTransport(bc, tr, s.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	br.r = r
 	close(br.ready)
@@ -144,7 +125,13 @@ func (s *Service) EnableReplication(cfg ReplicationConfig, nc *nats.Conn) (*BusR
 		br.trigger = cfg.Resync
 		cfg.Resync.br.Store(br)
 	}
-	return br, nil
+	return nil
+}
+
+// Replication returns the bus replicator New built over its transport, or nil without one.
+func (s *Service) Replication() *BusReplicator {
+	br, _ := s.repl.(*BusReplicator)
+	return br
 }
 
 // orDefaultDelay maps 0 to def and a negative delay to none.
@@ -305,13 +292,18 @@ func (br *BusReplicator) Members() []bus.Member { return br.r.Members() }
 func (br *BusReplicator) Stats() bus.Stats { return br.r.Stats() }
 
 // Close stops the resync goroutine and replication (publishing the leave message). It
-// detaches the ResyncTrigger, so later reconnects are ignored.
+// detaches the ResyncTrigger, so later reconnects are ignored. Service.Close calls it; later
+// calls return nil.
 func (br *BusReplicator) Close() error {
-	if br.trigger != nil {
-		br.trigger.br.CompareAndSwap(br, nil)
-	}
-	br.rs.close()
-	return br.r.Close()
+	var err error
+	br.closeOnce.Do(func() {
+		if br.trigger != nil {
+			br.trigger.br.CompareAndSwap(br, nil)
+		}
+		br.rs.close()
+		err = br.r.Close()
+	})
+	return err
 }
 
 // MemberInfo is one replica seen on the bus (GET /replica_sync/members).

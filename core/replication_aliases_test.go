@@ -18,7 +18,7 @@ func TestPeerRegisteredByAliasMirrorsBookings(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	const aID, aIP, bID = "tcp://selector-a:9092", "tcp://10.1.2.3:9092", "tcp://selector-b:9092"
-	a := startReplicaWith(t, url, aID, func(c *ReplicationConfig) { c.Aliases = []string{aIP, "tcp://selector-a.ns.svc:9092"} })
+	a := startReplicaWith(t, url, aID, func(c *ReplicationConfig) { c.Bus.Aliases = []string{aIP, "tcp://selector-a.ns.svc:9092"} })
 	b := startReplica(t, url, bID)
 	if added, err := b.svc.RegisterPeer(aIP); err != nil || !added {
 		t.Fatalf("register A by its IP on B: %v %v", added, err)

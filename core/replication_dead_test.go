@@ -15,7 +15,7 @@ import (
 func TestDeadPeerReleasedAndReadmitted(t *testing.T) {
 	srv := natstest.RunServer(t)
 	proxy := natstest.NewProxy(t, srv.Addr().String())
-	dead := func(rc *ReplicationConfig) { rc.DeadAfter = 500 * time.Millisecond }
+	dead := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = 500 * time.Millisecond }
 	a := startReplicaWith(t, srv.ClientURL(), "tcp://a:9092", dead, "tcp://b:9092")
 	b := startReplicaWith(t, proxy.URL(), "tcp://b:9092", dead, "tcp://a:9092")
 	waitMembers(t, a, 1)
@@ -48,7 +48,7 @@ func TestDeadPeerReleasedAndReadmitted(t *testing.T) {
 // released at once, without waiting for the dead-peer interval.
 func TestLeavingPeerReleased(t *testing.T) {
 	srv := natstest.RunServer(t)
-	slow := func(rc *ReplicationConfig) { rc.DeadAfter = time.Hour }
+	slow := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
 	a := startReplicaWith(t, srv.ClientURL(), "a", slow, "b")
 	b := startReplicaWith(t, srv.ClientURL(), "b", slow, "a")
 	waitMembers(t, a, 1)

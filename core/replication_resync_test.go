@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
-	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/bus/natstest"
 	"github.com/kvselect/kvselect/core/engine"
 )
@@ -33,63 +31,6 @@ func testWorker(id uint64, dpSize uint32) WorkerSpec {
 		WorkerID: ptr(id), Endpoint: ptr(fmt.Sprintf("http://w%d:8000", id)),
 		BlockSize: ptr(uint32(4)), DataParallelSize: ptr(dpSize),
 	}
-}
-
-// replica is one Service joined to the bus.
-type replica struct {
-	id  string
-	svc *Service
-	br  *BusReplicator
-	nc  *nats.Conn
-	rt  *ResyncTrigger
-}
-
-// startReplica builds a Service with KV events off, connects it to url with fast reconnects,
-// enables replication with peers and registers workers 1 and 2 (two ranks each).
-func startReplica(t testing.TB, url, id string, peers ...string) *replica {
-	t.Helper()
-	return startReplicaWith(t, url, id, nil, peers...)
-}
-
-// startReplicaWith is startReplica with a hook to adjust the replication config.
-func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig), peers ...string) *replica {
-	t.Helper()
-	cfg := engine.DefaultConfig()
-	cfg.UseKVEvents = false
-	svc, err := New(Config{Engine: cfg, ReplicaID: id, Seed: uint64(len(id)) + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &ResyncTrigger{}
-	nc, err := bus.Connect(bus.ConnConfig{Name: id, URLs: url, NoEcho: true, ReconnectWait: 20 * time.Millisecond,
-		OnReconnect: rt.Fire})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := ReplicationConfig{
-		Cluster: "resync", ReplicaID: id, Peers: peers, Resync: rt,
-		ResyncDelay: 100 * time.Millisecond, JoinResyncDelay: 50 * time.Millisecond,
-		HeartbeatInterval: 100 * time.Millisecond,
-	}
-	if edit != nil {
-		edit(&rc)
-	}
-	br, err := svc.EnableReplication(rc, nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Start()
-	t.Cleanup(func() {
-		_ = svc.Close()
-		_ = br.Close()
-		nc.Close()
-	})
-	for _, w := range []uint64{1, 2} {
-		if _, err := svc.UpsertWorker(testWorker(w, 2)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &replica{id: id, svc: svc, br: br, nc: nc, rt: rt}
 }
 
 // book admits one request with a distinct prompt on r and returns its id.

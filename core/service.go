@@ -12,32 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
 )
-
-// Config configures a Service.
-type Config struct {
-	// Engine is the router configuration (Dynamo's KvRouterConfig). Start from
-	// engine.DefaultConfig or ConfigFromEnv.
-	Engine engine.Config
-	// ReplicaID names this replica on the bus (a Dynamo-style "tcp://host:port" is fine).
-	ReplicaID string
-	// SweepInterval is how often expired bookings, approximate-index entries and stale pending
-	// selections are reclaimed (default 10 s).
-	SweepInterval time.Duration
-	// Logger receives the service's logs (default: discard).
-	Logger *slog.Logger
-	// Clock returns the current time (default time.Now). Tests inject a fake clock.
-	Clock func() time.Time
-	// Seed seeds the engine's random source; 0 draws a seed from crypto/rand.
-	Seed uint64
-	// Scoring adds custom scorers and a custom picker to selection (engine.Scoring documents
-	// the pipeline and the contract for implementations).
-	Scoring engine.Scoring
-	// MaxKVListeners bounds the KV-event listeners (0: DefaultMaxKVListeners, negative: none);
-	// see kvingest_limits.go.
-	MaxKVListeners int
-}
 
 // Replicator publishes this replica's lifecycle events to its peers and manages the peer set.
 // Implementations must not block in Publish (queue and drop when full).
@@ -63,24 +40,17 @@ type Service struct {
 	mu      sync.Mutex
 	eng     *engine.Engine
 	closing bool
-	effects []engine.ReplicaEvent  // scratch for draining engine effects (guarded by mu)
-	affs    []engine.AffinityEvent // likewise for session bindings
-	bootID  uint64                 // this process's boot id (session-binding writer id)
+	ready   engine.Ready // the engine's outbox, drained by flushLocked (guarded by mu)
+	bootID  uint64       // this process's boot id (session-binding writer id)
 
 	// KV ingestion counters (guarded by mu).
 	kvStats       engine.KVApplyStats
 	kvBatches     uint64
 	kvUndecodable uint64
 
-	// Router queue (queue.go, queue_wait.go; guarded by mu except queued). parkedIDs holds the
-	// selection ids of parked select_and_reserve requests; queued mirrors q.n for lock-free
-	// reads.
-	q          routerQueue
-	pol        *policies
-	parkedIDs  map[string]struct{}
+	// Router queue waiting (queue_wait.go; guarded by mu): the parked callers by engine ticket.
+	waiters    map[engine.Ticket]*waiter
 	queueStats queueCounters
-	drainKeys  []engine.PartitionKey
-	queued     atomic.Int64
 	tooLarge   atomic.Uint64 // requests refused by the per-request limits before the lock (prehash.go)
 	// approxDraining: a goroutine is draining deferred approximate indexing (approx_drain.go).
 	approxDraining atomic.Bool
@@ -89,31 +59,25 @@ type Service struct {
 	log   *slog.Logger
 	clock func() time.Time
 	repl  Replicator    // nil: replica sync disabled
+	tr    bus.Transport // set by WithTransport: New builds repl over it and Close closes that
 	kv    *kvIngest     // nil: KV events off or not started
 	rec   recoveryState // startup recovery and snapshot serving (recovery.go)
 	wf    *workersFile  // nil without a workers file (workersfile.go; guarded by catMu)
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop    chan struct{}
+	started chan struct{} // closed by Run once startup is done (run.go)
+	wg      sync.WaitGroup
 }
 
-// Option customises a Service at construction.
-type Option func(*Service)
-
-// WithReplicator enables replica synchronisation through r.
-func WithReplicator(r Replicator) Option { return func(s *Service) { s.repl = r } }
-
-// New builds a Service. It validates the configuration (reading the tracking key file when
-// keyed tracking hashes are configured) but starts nothing: call Start.
+// New builds a Service from cfg (zero fields take DefaultConfig's values; the result must pass
+// Validate), reading the tracking key file when keyed tracking hashes are configured. Given a
+// transport (WithTransport) it also joins the replicas' bus, so that peers see this replica and
+// its bookings from now on; otherwise it starts nothing. Run (or the low-level methods it
+// calls) starts the rest.
 func New(cfg Config, opts ...Option) (*Service, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.SweepInterval <= 0 {
-		cfg.SweepInterval = 10 * time.Second
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Seed == 0 {
 		var b [8]byte
@@ -136,17 +100,25 @@ func New(cfg Config, opts ...Option) (*Service, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	boot := rng.Uint64() | 1
-	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Queueing: pol.queueing})
+	eng, err := engine.New(cfg.Engine, engine.Options{Rand: rng, TrackingKey: key, WriterID: boot, Scoring: cfg.Scoring, Policies: pol})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Engine.ApproximateLRUFallbackWarn {
 		cfg.Logger.Warn("router_approximate_cache_policy=lru is not supported without KV events; using ttl retention")
 	}
-	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), bootID: boot,
-		q: newRouterQueue(cfg.Clock()), pol: pol, parkedIDs: map[string]struct{}{}}
+	s := &Service{eng: eng, cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stop: make(chan struct{}), started: make(chan struct{}), bootID: boot,
+		waiters: map[engine.Ticket]*waiter{}}
 	for _, o := range opts {
 		o(s)
+	}
+	if cfg.Recovery.Enabled {
+		s.expectRecovery()
+	}
+	if s.tr != nil {
+		if err := s.enableReplication(cfg.Replication, s.tr); err != nil {
+			return nil, fmt.Errorf("replication: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -157,16 +129,21 @@ func NewLocal(cfg engine.Config, seed uint64) (*Service, error) {
 	return New(Config{Engine: cfg, Seed: seed})
 }
 
-// Start launches the background work: the expiry sweep. (KV-event listeners start with
-// EnableKVEvents, replication with EnableReplication.) Startup index recovery, when configured,
-// runs before Start.
+// Start launches the expiry sweep. It is one step of Run, for tests and embedders that drive
+// the startup order themselves.
 func (s *Service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing { // Close won the race: nothing to start
+		return
+	}
 	s.wg.Add(1)
 	go s.sweepLoop()
 }
 
 // Close stops background work and marks the service as shutting down: later selections get
-// 503. It is safe to call more than once.
+// 503. The reverse of the startup order: parked requests fail, listeners and the sweep stop, and
+// a replicator New created leaves the bus last. It is safe to call more than once.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	if s.closing {
@@ -182,6 +159,9 @@ func (s *Service) Close() error {
 		kv.close()
 	}
 	s.wg.Wait()
+	if br, ok := s.repl.(*BusReplicator); ok && s.tr != nil {
+		return br.Close()
+	}
 	return nil
 }
 
@@ -216,21 +196,22 @@ func (s *Service) Sweep() int {
 	return n
 }
 
-// flushLocked hands the engine's replica events to the replicator. Called with mu held; the
-// replicator's Publish never blocks.
+// flushLocked drains the engine's outbox once: replica events and session bindings go to the
+// replicator, router-queue admissions to their parked callers. Called with mu held after every
+// engine call; the replicator's Publish never blocks.
 func (s *Service) flushLocked() {
-	s.effects = s.eng.TakeEffects(s.effects[:0])
-	s.affs = s.eng.TakeAffinityEffects(s.affs[:0])
+	s.eng.TakeReady(&s.ready)
 	if s.repl != nil {
-		for i := range s.effects {
-			s.repl.Publish(&s.effects[i])
+		for i := range s.ready.Replica {
+			s.repl.Publish(&s.ready.Replica[i])
 		}
-		for i := range s.affs {
-			s.repl.PublishAffinity(&s.affs[i])
+		for i := range s.ready.Affinity {
+			s.repl.PublishAffinity(&s.ready.Affinity[i])
 		}
 	}
-	clear(s.effects)
-	clear(s.affs)
+	if len(s.ready.Admitted) > 0 {
+		s.wakeLocked(s.ready.Admitted)
+	}
 }
 
 // errShuttingDown is returned by selections after Close.
@@ -261,14 +242,7 @@ func (s *Service) Select(req *SelectRequest) (*SelectResponse, error) {
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	if req.Advisory { // never admitted against a busy rule: no class needed
-		return s.eng.Select(req, s.clock())
-	}
-	cl, err := s.classifyLocked(req)
-	if err != nil {
-		return nil, err
-	}
-	return s.eng.Select(cl.req, s.clock())
+	return s.eng.SelectClassified(req, false, s.clock())
 }
 
 // SelectAndReserve picks a worker and books the request (POST /select_and_reserve).
@@ -282,14 +256,7 @@ func (s *Service) SelectAndReserve(req *SelectRequest) (*SelectResponse, error) 
 	if s.closing {
 		return nil, errShuttingDown
 	}
-	if err := s.parkedConflict(req, true); err != nil {
-		return nil, err
-	}
-	cl, err := s.classifyLocked(req)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.eng.SelectAndReserve(cl.req, s.clock())
+	resp, err := s.eng.SelectClassified(req, true, s.clock())
 	s.flushLocked()
 	return resp, err
 }

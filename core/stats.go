@@ -35,8 +35,8 @@ func (s *Service) Stats() Stats {
 		KV:                s.kvStats,
 		KVBatches:         s.kvBatches,
 		KVUndecodable:     s.kvUndecodable,
-		Queue: QueueStats{Pending: s.q.n, ByClass: s.q.byClass(), Dispatched: s.queueStats.dispatched,
-			Abandoned: s.queueStats.abandoned, WaitSecs: s.queueStats.waited.Seconds()},
+		Queue: QueueStats{Pending: s.eng.QueueLen(), ByClass: s.eng.QueueByClass(), Dispatched: s.queueStats.hist.n,
+			Abandoned: s.queueStats.abandoned, WaitSecs: s.queueStats.hist.sum},
 	}
 	kv := s.kv
 	s.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 	"github.com/kvselect/kvselect/bus/natstest"
 )
 
@@ -162,7 +163,7 @@ func TestShippedNATSClusterForms(t *testing.T) {
 }
 
 // TestShippedEmbeddedClusterForms starts one embedded server per embedded-cluster replica, from
-// that replica's parsed flags through bus.StartEmbedded (the code path cmd/kvselect takes), and
+// that replica's parsed flags through natsembed.Start (the code path cmd/kvselect takes), and
 // requires them to form one cluster.
 func TestShippedEmbeddedClusterForms(t *testing.T) {
 	src, err := readSources(repoRoot)
@@ -202,7 +203,7 @@ func TestShippedEmbeddedClusterForms(t *testing.T) {
 		if p.value("nats-auth-file") != "" {
 			auth, cluster = authFile, p.value("cluster")
 		}
-		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
+		e, err := natsembed.Start(natsembed.Options{
 			ServerName:    pod,
 			ListenAddr:    "127.0.0.1:0",
 			ClusterName:   p.value("nats-cluster-name"),

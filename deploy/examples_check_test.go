@@ -18,6 +18,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
 	"github.com/kvselect/kvselect/http/api"
 )
 
@@ -110,12 +111,13 @@ func (c *checker) checkWorkers(main *variant) {
 	// setting that, say, enables queueing would make max_num_batched_tokens mandatory, and the
 	// example workers would then have to carry it to become schedulable.
 	env, _ := podEnv(ct, w.podNames()[0], main.namespace)
-	cfg, err := core.ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cfg, err := core.ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	if err != nil {
 		bad("kvselect environment: %v", err)
 		return
 	}
-	svc, err := core.New(core.Config{Engine: cfg, Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	svc, err := core.New(cfg)
 	if err != nil {
 		bad("%v", err)
 		return
@@ -126,7 +128,7 @@ func (c *checker) checkWorkers(main *variant) {
 	if len(c.policies) > 0 {
 		pol = c.policies[0]
 	}
-	ab, err := aibrix.NewHandler(aibrix.Config{Path: path, Policy: pol}, api.AIBrixBackend{Svc: svc}, slog.New(slog.DiscardHandler))
+	ab, err := aibrix.NewHandler(aibrix.Config{Path: path, Policy: pol}, aibrixcore.Backend{Svc: svc}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		bad("aibrix handler: %v", err)
 		return

@@ -1,10 +1,10 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
+	"strconv"
 	"strings"
-
-	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them (and, for transport
@@ -49,17 +49,40 @@ func ParseKey(key string) (Partition, error) {
 	return Partition{Model: m, Group: g}, nil
 }
 
-// Tier is a storage tier of the recovery format: the engine's radix tier (device, host_pinned,
-// disk, external), with the same wire names.
-type Tier = radix.Tier
+// Tier is a storage tier of the recovery format. It numbers the tiers in the engine's match order
+// (device, host_pinned, disk, external) with the engine's wire names, so core converts with a
+// plain cast (core/recovery_sink.go; TestRecoveryTiersMatchEngine pins the agreement). It is its
+// own type so that this package never imports core.
+type Tier uint8
 
-// Storage tiers in match order.
+// Storage tiers in match order; numTiers and above are invalid.
 const (
-	TierDevice     = radix.TierDevice
-	TierHostPinned = radix.TierHostPinned
-	TierDisk       = radix.TierDisk
-	TierExternal   = radix.TierExternal
+	TierDevice Tier = iota
+	TierHostPinned
+	TierDisk
+	TierExternal
+	numTiers
 )
+
+var tierNames = [numTiers]string{"device", "host_pinned", "disk", "external"}
+
+// String returns the tier's wire name, or "tier(N)" for an invalid tier.
+func (t Tier) String() string {
+	if t < numTiers {
+		return tierNames[t]
+	}
+	return "tier(" + strconv.Itoa(int(t)) + ")"
+}
+
+// parseTier maps a wire name to its Tier; ok is false for an unknown name.
+func parseTier(s []byte) (Tier, bool) {
+	for i, n := range tierNames {
+		if n == string(s) {
+			return Tier(i), true
+		}
+	}
+	return 0, false
+}
 
 // EventKind is the variant of a RouterEvent's data.
 type EventKind uint8
@@ -147,21 +170,12 @@ const (
 	DefaultMaxBlocksPerEvent       = 1 << 16
 )
 
+// withDefaults gives every unset (zero or negative) limit its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	if l.MaxEventBytes <= 0 {
-		l.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if l.MaxEvents <= 0 {
-		l.MaxEvents = DefaultMaxEvents
-	}
-	if l.MaxPartitions <= 0 {
-		l.MaxPartitions = DefaultMaxPartitions
-	}
-	if l.MaxBlocksPerEvent <= 0 {
-		l.MaxBlocksPerEvent = DefaultMaxBlocksPerEvent
-	}
+	l.MaxBytes = cmp.Or(max(l.MaxBytes, 0), DefaultMaxBytes)
+	l.MaxEventBytes = cmp.Or(max(l.MaxEventBytes, 0), DefaultMaxEventBytes)
+	l.MaxEvents = cmp.Or(max(l.MaxEvents, 0), DefaultMaxEvents)
+	l.MaxPartitions = cmp.Or(max(l.MaxPartitions, 0), DefaultMaxPartitions)
+	l.MaxBlocksPerEvent = cmp.Or(max(l.MaxBlocksPerEvent, 0), DefaultMaxBlocksPerEvent)
 	return l
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/kvselect/kvselect/core/engine/radix"
 )
 
 // Decoding of one RouterEvent. json.Decoder has already checked that the bytes are one
@@ -53,7 +51,7 @@ func (w *wireEvent) UnmarshalJSON(b []byte) error {
 			if err != nil {
 				return err
 			}
-			t, ok := radix.ParseTier(string(name))
+			t, ok := parseTier(name)
 			if !ok {
 				return badValue("unknown storage_tier %q", name)
 			}

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,18 +54,9 @@ const DefaultHTTPTimeout = 10 * time.Second
 //
 // A peer is a base URL ("http://host:port"); "host:port" gets "http://" prepended.
 func FetchHTTP(ctx context.Context, peers []string, sink StagingSink, opts HTTPOptions) (Result, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	client := opts.Client
-	if client == nil {
-		client = &http.Client{}
-	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultHTTPTimeout
-	}
+	log := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	client := cmp.Or(opts.Client, &http.Client{})
+	timeout := cmp.Or(max(opts.Timeout, 0), DefaultHTTPTimeout)
 	start := time.Now()
 	var errs []error
 	for i, peer := range peers {

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -198,31 +199,17 @@ func probe(ctx context.Context, opts NATSOptions) (string, bool) {
 	return id, true
 }
 
+// natsDefaults gives every unset (zero or negative) option its default, except that a
+// negative RetryFor (no retries) is kept.
 func natsDefaults(o NATSOptions) NATSOptions {
-	if o.PollInterval <= 0 {
-		o.PollInterval = 50 * time.Millisecond
-	}
-	if o.ProbeTimeout <= 0 {
-		o.ProbeTimeout = DefaultProbeTimeout
-	}
-	if o.RetryFor == 0 {
-		o.RetryFor = DefaultRetryFor
-	}
-	if o.RetryBackoff <= 0 {
-		o.RetryBackoff = DefaultRetryBackoff
-	}
-	if o.FirstChunkTimeout <= 0 {
-		o.FirstChunkTimeout = DefaultFirstChunkTimeout
-	}
-	if o.ChunkTimeout <= 0 {
-		o.ChunkTimeout = DefaultChunkTimeout
-	}
-	if o.Deadline <= 0 {
-		o.Deadline = DefaultNATSDeadline
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.PollInterval = cmp.Or(max(o.PollInterval, 0), 50*time.Millisecond)
+	o.ProbeTimeout = cmp.Or(max(o.ProbeTimeout, 0), DefaultProbeTimeout)
+	o.RetryFor = cmp.Or(o.RetryFor, DefaultRetryFor)
+	o.RetryBackoff = cmp.Or(max(o.RetryBackoff, 0), DefaultRetryBackoff)
+	o.FirstChunkTimeout = cmp.Or(max(o.FirstChunkTimeout, 0), DefaultFirstChunkTimeout)
+	o.ChunkTimeout = cmp.Or(max(o.ChunkTimeout, 0), DefaultChunkTimeout)
+	o.Deadline = cmp.Or(max(o.Deadline, 0), DefaultNATSDeadline)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	return o
 }
 

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
@@ -65,22 +66,13 @@ type snapshot struct {
 
 // NewSnapshotServer returns a server that encodes snapshots with src.
 func NewSnapshotServer(src SnapshotSource, opts ServerOptions) *SnapshotServer {
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultSnapshotTTL
-	}
-	if opts.MaxSnapshots <= 0 {
-		opts.MaxSnapshots = DefaultMaxSnapshots
-	}
-	if opts.MaxChunk <= 0 {
-		opts.MaxChunk = DefaultServerMaxBody
-	}
+	opts.TTL = cmp.Or(max(opts.TTL, 0), DefaultSnapshotTTL)
+	opts.MaxSnapshots = cmp.Or(max(opts.MaxSnapshots, 0), DefaultMaxSnapshots)
+	opts.MaxChunk = cmp.Or(max(opts.MaxChunk, 0), DefaultServerMaxBody)
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	return &SnapshotServer{src: src, opts: opts, log: log, snaps: make(map[snapID]*snapshot)}
 }
 

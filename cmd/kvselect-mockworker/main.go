@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cfg.Topic, "topic", "", "topic frame of every KV-event message")
 	fs.IntVar(&o.cfg.ReplayBuffer, "replay-buffer", mockworker.DefaultReplayBuffer, "batches kept per rank for replay")
 	fs.Uint64Var(&o.cfg.HashSeed, "hash-seed", mockworker.DefaultHashSeed, "seed of the engine block hashes")
-	fs.StringVar(&o.cfg.Model, "model", fleet.PresetLegacy, "engine timing preset: "+strings.Join(fleet.PresetNames(), ", "))
+	fs.StringVar(&o.cfg.Model, "model", fleet.PresetLegacy, "engine timing preset: "+strings.Join(fleet.AllPresetNames(), ", "))
 	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", mockworker.DefaultMaxTokens, "decode length when a request gives no max_tokens")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

@@ -159,7 +159,7 @@ func splitList(s string) []string {
 // modelHelp lists the engine presets for --help.
 func modelHelp() string {
 	var parts []string
-	for _, p := range fleet.Presets() {
+	for _, p := range append(fleet.Presets(), fleet.IndependentPresets()...) {
 		parts = append(parts, p.Name+" ("+p.About+")")
 	}
 	return strings.Join(parts, "; ")

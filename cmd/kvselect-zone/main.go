@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,25 +49,22 @@ func main() {
 }
 
 func run(port int, weight float64, log *slog.Logger) error {
-	cfg, err := core.ConfigFromEnv(os.LookupEnv)
+	cfg, err := core.ConfigFromEnv(os.LookupEnv, nil)
 	if err != nil {
 		return err
 	}
-	cfg.Policy = engine.PolicyKVSelect
-	svc, err := core.New(core.Config{
-		Engine: cfg,
-		Logger: log,
-		Scoring: core.Scoring{Scorers: []core.WeightedScorer{
-			{Name: "same-zone", Weight: weight, Scorer: core.ScorerFunc(sameZone)},
-		}},
-	})
+	cfg.Engine.Policy = engine.PolicyKVSelect
+	cfg.Logger = log
+	cfg.Scoring = core.Scoring{Scorers: []core.WeightedScorer{
+		{Name: "same-zone", Weight: weight, Scorer: core.ScorerFunc(sameZone)},
+	}}
+	svc, err := core.New(cfg)
 	if err != nil {
 		return err
 	}
-	svc.EnableKVEvents()
-	svc.OpenGate()
-	svc.Start()
-	defer svc.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = svc.Run(ctx) }() // KV events, gate, sweep; closes the service when run returns
 	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
 	log.Info("kvselect-zone listening", "addr", addr, "zone_weight", weight)
 	return http.ListenAndServe(addr, api.New(svc, api.Options{Logger: log}))

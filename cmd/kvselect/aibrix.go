@@ -7,7 +7,7 @@ import (
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
 	"github.com/kvselect/kvselect/http/aibrix/aibrixcheck"
-	"github.com/kvselect/kvselect/http/api"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
 )
 
 func init() {
@@ -19,8 +19,8 @@ func init() {
 // aibrixHandler builds the AIBrix decision endpoint: operator policy and bearer tokens from
 // their files (validated at startup), kvselect's own load accounting as the backend, and —
 // when the policy names a session key — session bindings in the service's replicated table,
-// so a session sticks to one candidate whichever replica the gateway asks. Call it after
-// svc.EnableReplication (the table attaches to the replicator).
+// so a session sticks to one candidate whichever replica the gateway asks. svc must have been
+// built with its transport (the table attaches to the replicator).
 func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handler, error) {
 	if err := validateAIBrixPath(o.aibrixPath); err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 		}
 		cfg.Policy = pol
 		if pol.SessionKey != "" {
-			cfg.Sessions = api.AIBrixSessionStore{Sessions: svc.EnableAIBrixSessions(core.AIBrixSessionConfig{})}
+			cfg.Sessions = aibrixcore.Sessions{Table: svc.EnableAIBrixSessions(core.AIBrixSessionConfig{})}
 		}
 	}
 	if o.aibrixTokenFile != "" {
@@ -43,5 +43,5 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 		}
 		cfg.Tokens = toks
 	}
-	return aibrix.NewHandler(cfg, api.AIBrixBackend{Svc: svc}, log.With("component", "aibrix"))
+	return aibrix.NewHandler(cfg, aibrixcore.Backend{Svc: svc}, log.With("component", "aibrix"))
 }

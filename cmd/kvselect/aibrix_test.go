@@ -40,15 +40,12 @@ func startAIBrixNode(t *testing.T, natsURL, id, peer, policyYAML string) *aibrix
 	cfg := engine.DefaultConfig()
 	cfg.UseKVEvents = false
 	log := slog.New(slog.DiscardHandler)
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	nc, err := bus.Connect(bus.ConnConfig{Name: id, URLs: natsURL, NoEcho: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := svc.EnableReplication(core.ReplicationConfig{Cluster: "aibrix", ReplicaID: id, Peers: []string{peer}}, nc)
+	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: id, Logger: log, Replication: core.ReplicationConfig{Bus: bus.Config{Cluster: "aibrix", Peers: []string{peer}}}},
+		core.WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +62,7 @@ func startAIBrixNode(t *testing.T, natsURL, id, peer, policyYAML string) *aibrix
 	srv := httptest.NewServer(api.New(svc, api.Options{Logger: log, AIBrix: ab, AIBrixPath: o.aibrixPath}))
 	t.Cleanup(func() {
 		srv.Close()
-		_ = svc.Close()
-		_ = br.Close()
+		_ = svc.Close() // and its replicator
 		nc.Close()
 	})
 	return &aibrixNode{id: id, svc: svc, url: srv.URL + aibrix.DefaultPath}

@@ -29,7 +29,10 @@ import (
 
 // drainState marks the replica as draining; its middleware answers /ready accordingly.
 type drainState struct {
-	svc      *core.Service
+	svc *core.Service
+	// close closes the service (step 3); nil means svc.Close. The binary stops Service.Run and
+	// waits for it.
+	close    func() error
 	draining atomic.Bool
 }
 
@@ -83,7 +86,11 @@ func (d *drainState) shutdown(log *slog.Logger, srv *http.Server, grace, timeout
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP server stopped", "err", err)
 	}
-	_ = d.svc.Close()
+	if d.close != nil {
+		_ = d.close()
+	} else {
+		_ = d.svc.Close()
+	}
 	err := <-done
 	if err != nil {
 		log.Warn("in-flight requests did not finish before --shutdown-timeout; closing their connections", "err", err)

@@ -4,10 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 )
 
@@ -167,8 +172,41 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-// applyFlags overlays the Dynamo CLI overrides on the environment's router configuration.
-func (o *options) applyFlags(c *engine.Config) {
+// config builds the service configuration: DYN_ROUTER_* (core.ConfigFromEnv, warning on log
+// about values it ignores), then the flags over it, validated as a whole.
+func (o *options) config(log *slog.Logger) (core.Config, error) {
+	cfg, err := core.ConfigFromEnv(os.LookupEnv, log)
+	if err != nil {
+		return cfg, err
+	}
+	o.applyFlags(&cfg)
+	cfg.Logger = log
+	return cfg, cfg.Validate()
+}
+
+// applyFlags overlays the flags on a service configuration: the Dynamo CLI overrides on the
+// environment's router configuration, and kvselect's own service settings.
+func (o *options) applyFlags(cfg *core.Config) {
+	cfg.ReplicaID = o.resolvedReplicaID()
+	cfg.SweepInterval = o.sweepInterval
+	cfg.MaxKVListeners = o.limits.maxListeners
+	cfg.Replication = core.ReplicationConfig{Bus: bus.Config{
+		Cluster: o.cluster, Aliases: localAliases(cfg.ReplicaID, o.syncPort()), HTTPAddr: advertisedHTTP(o),
+		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers,
+		DeadAfter: o.nats.peerDeadAfter, LegacyV1: o.legacyV1(), MaxMembers: o.nats.maxMembers,
+	}}
+	// A replica on a private embedded server cannot have live peers, so by default it does not
+	// wait to discover any.
+	wait := o.recoveryDiscovery
+	if wait < 0 {
+		wait = 1500 * time.Millisecond
+		if o.natsURL == "" && o.natsClusterListen == "" {
+			wait = 0
+		}
+	}
+	cfg.Recovery = core.RecoveryConfig{Enabled: true, HTTPPeers: splitList(o.indexerPeers),
+		NATS: core.NATSRecoveryMode(o.natsRecovery), DiscoveryWait: wait}
+	c := &cfg.Engine
 	c.Policy = o.selectionPolicy
 	if o.assumeKVReuse {
 		c.AssumeKVReuse = true
@@ -189,8 +227,17 @@ func (o *options) applyFlags(c *engine.Config) {
 	c.SelectionCacheMaxEntries = o.selectionCacheMaxEntries
 	c.SelectionCacheMaxBytes = o.selectionCacheMaxBytes
 	c.SessionAffinityTTL = time.Duration(o.sessionAffinityTTLSecs * float64(time.Second))
-	o.limits.apply(c)
+	c.Limits = o.limits.engine
 	c.SessionAffinityMode = o.sessionAffinityMode
+}
+
+// resolvedReplicaID is --replica-id, or tcp://<hostname>:<sync port>.
+func (o *options) resolvedReplicaID() string {
+	if o.replicaID != "" {
+		return o.replicaID
+	}
+	host, _ := os.Hostname()
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.syncPort()))
 }
 
 // envOr returns the environment variable's value, or def when unset or empty.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 )
 
@@ -26,7 +25,7 @@ func parseAffinityTTL(v string) (int64, error) {
 }
 
 // checkDynamoRules applies the rules Dynamo's CLI enforces on the flags kvselect shares with it
-// (spec §1.1). Where kvselect keeps a different rule on purpose, the README's differences
+// (spec §1.1); the peer endpoints' form is core.Config.Validate's. Where kvselect keeps a different rule on purpose, the README's differences
 // section says so: --replica-sync-peers is also accepted with --replica-id (kvselect's own sync
 // identity), and a peer may be a bare replica id rather than a ZMQ endpoint.
 func (o *options) checkDynamoRules(fs *flag.FlagSet) error {
@@ -41,11 +40,6 @@ func (o *options) checkDynamoRules(fs *flag.FlagSet) error {
 	peers := splitList(o.replicaSyncPeers)
 	if len(peers) > 0 && !set["replica-sync-port"] && o.replicaID == "" {
 		return fmt.Errorf("--replica-sync-peers requires --replica-sync-port (or kvselect's --replica-id)")
-	}
-	for _, p := range peers {
-		if err := core.ValidatePeerEndpoint(p); err != nil {
-			return fmt.Errorf("invalid replica peer endpoint `%s`: %w", p, err)
-		}
 	}
 	if err := engine.ParseSessionAffinityMode(o.sessionAffinityMode); err != nil {
 		if !set["session-affinity-mode"] {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 )
 
@@ -29,7 +31,7 @@ func TestFlagsFollowDynamoRules(t *testing.T) {
 		{`invalid session affinity mode "sticky"; expected 'hard' or 'soft'`, []string{"--session-affinity-mode", "sticky"}},
 	}
 	for _, tc := range bad {
-		_, err := parseFlags(tc.args, io.Discard)
+		_, err := configure(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
@@ -42,7 +44,7 @@ func TestFlagsFollowDynamoRules(t *testing.T) {
 		{"--session-affinity-ttl-secs", "31536000"},
 	}
 	for _, args := range good {
-		if _, err := parseFlags(args, io.Discard); err != nil {
+		if _, err := configure(args); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
@@ -57,9 +59,9 @@ func TestSessionAffinityModeFlagAndEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := engine.DefaultConfig()
+		c := core.DefaultConfig()
 		o.applyFlags(&c)
-		return c.SessionAffinityMode
+		return c.Engine.SessionAffinityMode
 	}
 	t.Setenv("DYN_ROUTER_SESSION_AFFINITY_MODE", "")
 	if got := mode(); got != engine.SessionAffinityHard {
@@ -80,9 +82,19 @@ func TestSessionAffinityModeFlagAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := engine.DefaultConfig()
+	c := core.DefaultConfig()
 	o.applyFlags(&c)
-	if c.SessionAffinityTTL != 90*time.Second {
-		t.Fatalf("ttl %v", c.SessionAffinityTTL)
+	if c.Engine.SessionAffinityTTL != 90*time.Second {
+		t.Fatalf("ttl %v", c.Engine.SessionAffinityTTL)
 	}
+}
+
+// configure parses args into the service configuration as the binary does (flags, then the
+// environment and the flags into core.Config, validated).
+func configure(args []string) (core.Config, error) {
+	o, err := parseFlags(args, io.Discard)
+	if err != nil {
+		return core.Config{}, err
+	}
+	return o.config(slog.New(slog.DiscardHandler))
 }

@@ -41,20 +41,11 @@ func registerLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.Int64Var(&o.http.MaxBodyBytesInFlight, "http-max-body-bytes-in-flight", d.MaxBodyBytesInFlight, "HTTP: memory held by request bodies being read, over all requests; beyond it a request gets 503 (0 = unlimited)")
 }
 
-// apply installs the engine limits in c.
-func (o *limitOptions) apply(c *engine.Config) { c.Limits = o.engine }
-
-// validate rejects negative HTTP limits and out-of-range ratios.
+// validate rejects negative HTTP limits (the engine's limits are core.Config.Validate's).
 func (o *limitOptions) validate() error {
 	l := o.http
 	if l.ReadHeaderTimeout < 0 || l.ReadTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 || l.MaxHeaderBytes < 0 || l.MaxConns < 0 || l.MaxBodyBytesInFlight < 0 {
 		return fmt.Errorf("--http-* limits must not be negative")
-	}
-	if o.engine.IndexHeadroom < 1 {
-		return fmt.Errorf("--index-headroom must be at least 1")
-	}
-	if !(o.engine.ApproxPruneRatio > 0 && o.engine.ApproxPruneRatio < 1) {
-		return fmt.Errorf("--approx-prune-ratio must be between 0 and 1")
 	}
 	return nil
 }

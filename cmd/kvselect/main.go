@@ -20,9 +20,11 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/api"
 	"github.com/kvselect/kvselect/recovery"
@@ -64,80 +66,28 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := core.ConfigFromEnvLogged(os.LookupEnv, log)
+	cfg, err := o.config(log)
 	if err != nil {
 		return err
 	}
-	o.applyFlags(&cfg)
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	replicaID := o.replicaID
-	if replicaID == "" {
-		host, _ := os.Hostname()
-		replicaID = "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.syncPort()))
-	}
-
-	// The bus: embedded single-node (or clustered) server unless --nats-url names one.
-	var emb *bus.Embedded
 	// Every reconnect schedules a republish of this replica's live bookings (anti-entropy:
 	// events published during the outage were lost); see core/replication_resync.go.
-	resync := &core.ResyncTrigger{}
-	connCfg := bus.ConnConfig{
-		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
-		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
-		NoEcho: true, Logger: log, OnReconnect: resync.Fire,
-	}
-	if o.natsURL == "" {
-		eo := bus.EmbeddedOptions{ListenAddr: o.natsListen, Logger: log}
-		if o.natsClusterListen != "" {
-			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
-		}
-		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
-			return err
-		}
-		emb, err = bus.StartEmbedded(eo)
-		if err != nil {
-			return fmt.Errorf("embedded NATS: %w", err)
-		}
+	cfg.Replication.Resync = &core.ResyncTrigger{}
+	nc, emb, err := connectBus(o, cfg.ReplicaID, log, cfg.Replication.Resync.Fire)
+	if emb != nil {
 		defer func() { _ = emb.Shutdown() }()
-		connCfg.Embedded = emb
-		if u := emb.MonitorURL(); u != "" {
-			log.Info("embedded NATS monitoring", "url", u)
-		}
-	} else if err := applyNATSSecurity(o, replicaID, &connCfg, nil); err != nil {
-		return err
 	}
-	nc, err := bus.Connect(connCfg)
 	if err != nil {
-		return fmt.Errorf("NATS: %w", err)
+		return err
 	}
 	defer nc.Close()
-	if o.natsURL != "" {
-		reportUnreachableNATS(log, nc, o.natsURL)
-	}
+	cfg.Recovery.MaxChunk = recovery.ChunkLimit(nc.MaxPayload())
 
-	svc, err := core.New(core.Config{Engine: cfg, ReplicaID: replicaID, Logger: log, SweepInterval: o.sweepInterval, MaxKVListeners: o.limits.maxListeners})
+	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", cfg.ReplicaID, "aliases", cfg.Replication.Bus.Aliases)
+	svc, err := core.New(cfg, core.WithTransport(bus.NewNATSTransport(nc)))
 	if err != nil {
 		return err
 	}
-	aliases := localAliases(replicaID, o.syncPort())
-	log.Info("replica sync identity: peers may register this replica under any of these", "replica_id", replicaID, "aliases", aliases)
-	br, err := svc.EnableReplication(core.ReplicationConfig{
-		Cluster: o.cluster, ReplicaID: replicaID, Aliases: aliases, HTTPAddr: advertisedHTTP(o),
-		Peers: splitList(o.replicaSyncPeers), DiscoverPeers: o.discoverPeers, Resync: resync,
-		DeadAfter: o.nats.peerDeadAfter, LegacyV1: o.legacyV1(), MaxMembers: o.nats.maxMembers,
-	}, nc)
-	if err != nil {
-		return fmt.Errorf("replication: %w", err)
-	}
-	defer func() { _ = br.Close() }()
-	// Startup order (the seed's): listeners buffer, the index is recovered and submitted, only
-	// then may listeners apply; this replica serves snapshots once its own recovery is done. The
-	// HTTP port and signal handling come first, so that liveness answers and /ready reports 503
-	// while a large index is recovered, and a SIGTERM during recovery still shuts down cleanly.
-	svc.ExpectRecovery()
-	svc.EnableKVEvents()
 	defer func() { _ = svc.Close() }()
 
 	ab, err := aibrixHandler(o, svc, log)
@@ -161,88 +111,97 @@ func run(args []string, stderr io.Writer) error {
 		metrics.WatchAuth(auth)
 	}
 	handler := api.New(svc, api.Options{Logger: log, Metrics: metrics, AIBrix: metrics.InstrumentAIBrix(ab), AIBrixPath: o.aibrixPath,
-		Auth: auth, ReplicaID: replicaID})
-	drain := &drainState{svc: svc}
+		Auth: auth, ReplicaID: cfg.ReplicaID})
 	// Deadlines, the connection cap and the body-memory budget (--http-*, README "Limits").
 	guard := api.NewGuard(o.limits.http, log)
 	metrics.MustRegister(guard)
+	// The service runs (Run: KV events, recovery, gate, snapshot serving, sweep) until the
+	// drain closes it; stopping runCtx and waiting for Run is the drain's "close the service".
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runErr := make(chan error, 1)
+	drain := &drainState{svc: svc, close: func() error { stopRun(); return <-runErr }}
 	srv := guard.Server(net.JoinHostPort(o.host, strconv.Itoa(o.port)), drain.wrap(handler))
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		return err
 	}
 	ln = guard.Listener(ln)
-	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", replicaID, "embedded_nats", emb != nil,
-		"use_kv_events", cfg.UseKVEvents, "selection_policy", cfg.Policy, "tls", o.tlsCert != "", "auth", o.authTokenFile != "")
+	log.Info("kvselect listening", "addr", ln.Addr().String(), "version", bv.Version, "replica_id", cfg.ReplicaID, "embedded_nats", emb != nil,
+		"use_kv_events", cfg.Engine.UseKVEvents, "selection_policy", cfg.Engine.Policy, "tls", o.tlsCert != "", "auth", o.authTokenFile != "")
 	if emb != nil {
 		logEmbeddedURLs(log, emb)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- serve(o, srv, ln) }()
-	// The first SIGINT or SIGTERM cancels ctx (ending a recovery in progress) and starts the
-	// shutdown; signal.Stop then restores the default action, so a second signal kills.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	// The HTTP port and signal handling come before the startup order, so that liveness
+	// answers and /ready reports 503 while a large index is recovered, and a SIGTERM during
+	// recovery still shuts down cleanly. signal.Stop after the first signal restores the
+	// default action, so a second signal kills.
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
-	caught := make(chan os.Signal, 1)
-	go func() {
-		select {
-		case sig := <-sigc:
-			caught <- sig
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
-	if err := recoverIndex(ctx, o, svc, nc.MaxPayload(), emb != nil && o.natsClusterListen == ""); err != nil {
-		return err
-	}
-	// A signal that ended recovery came before this replica was ever ready: nobody routes to it,
-	// so there is nothing to drain.
-	signalledEarly := ctx.Err() != nil
-	svc.OpenGate()
-	if err := svc.ServeSnapshots(recovery.ServerOptions{}); err != nil {
-		return fmt.Errorf("snapshot serving: %w", err)
-	}
-	svc.Start()
+	errc := make(chan error, 1)
+	go func() { errc <- serve(o, srv, ln) }()
+	go func() { runErr <- svc.Run(runCtx) }()
 
 	var sig os.Signal
 	select {
-	case sig = <-caught:
+	case sig = <-sigc:
 	case err := <-errc:
+		return err
+	case err := <-runErr: // startup failed (Run has closed the service)
 		return err
 	}
 	signal.Stop(sigc)
 	grace := o.shutdownGrace
-	if sig == syscall.SIGINT || signalledEarly {
+	select {
+	case <-svc.Started():
+	default:
+		// A signal before startup finished ends the recovery in progress; this replica was
+		// never ready, nobody routes to it, so there is nothing to drain.
+		stopRun()
+		grace = 0
+	}
+	if sig == syscall.SIGINT {
 		grace = 0
 	}
 	log.Info("shutting down", "signal", sig.String())
 	return drain.shutdown(log, srv, grace, o.shutdownTimeout, errc)
 }
 
-// recoverIndex runs startup index recovery (--indexer-peers over HTTP, then live replicas over
-// NATS per --nats-recovery). A replica on a private embedded server cannot have live peers, so it
-// does not wait to discover any. Recovery failures are logged by the service; only a bad flag is
-// an error.
-func recoverIndex(ctx context.Context, o *options, svc *core.Service, maxPayload int64, alone bool) error {
-	mode, err := core.ParseNATSRecoveryMode(o.natsRecovery)
-	if err != nil {
-		return err
+// connectBus connects to the replicas' bus: the embedded single-node (or clustered) server
+// unless --nats-url names one. onReconnect runs after every reconnect. A non-nil emb must be
+// shut down by the caller, also when err is not nil.
+func connectBus(o *options, replicaID string, log *slog.Logger, onReconnect func()) (nc *nats.Conn, emb *natsembed.Server, err error) {
+	connCfg := bus.ConnConfig{
+		Name: "kvselect/" + replicaID, URLs: o.natsURL, User: o.natsUser, Password: o.natsPassword,
+		Token: o.natsToken, CredsFile: o.natsCreds, TLSCA: o.natsTLSCA, TLSCert: o.natsTLSCert, TLSKey: o.natsTLSKey,
+		NoEcho: true, Logger: log, OnReconnect: onReconnect,
 	}
-	wait := o.recoveryDiscovery
-	if wait < 0 {
-		wait = 1500 * time.Millisecond
-		if alone {
-			wait = 0
+	if o.natsURL == "" {
+		eo := natsembed.Options{ListenAddr: o.natsListen, Logger: log}
+		if o.natsClusterListen != "" {
+			eo.ClusterName, eo.ClusterListen, eo.ClusterRoutes = o.natsClusterName, o.natsClusterListen, splitList(o.natsClusterRoutes)
 		}
+		if err := applyNATSSecurity(o, replicaID, &connCfg, &eo); err != nil {
+			return nil, nil, err
+		}
+		if emb, err = natsembed.Start(eo); err != nil {
+			return nil, nil, fmt.Errorf("embedded NATS: %w", err)
+		}
+		connCfg.Embedded = emb
+		if u := emb.MonitorURL(); u != "" {
+			log.Info("embedded NATS monitoring", "url", u)
+		}
+	} else if err := applyNATSSecurity(o, replicaID, &connCfg, nil); err != nil {
+		return nil, nil, err
 	}
-	svc.Recover(ctx, core.RecoveryConfig{
-		HTTPPeers: splitList(o.indexerPeers), NATS: mode, MaxChunk: recovery.ChunkLimit(maxPayload), DiscoveryWait: wait,
-	})
-	return nil
+	if nc, err = bus.Connect(connCfg); err != nil {
+		return nil, emb, fmt.Errorf("NATS: %w", err)
+	}
+	if o.natsURL != "" {
+		reportUnreachableNATS(log, nc, o.natsURL)
+	}
+	return nc, emb, nil
 }
 
 // advertisedHTTP is the HTTP base URL announced to peers in heartbeats.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 )
 
 // NATS security and bus-robustness flags (README "Bus authentication"). Declared in flags.go
@@ -38,18 +39,13 @@ func applyNATSEnv(fs *flag.FlagSet, o *options, getenv func(string) string) {
 	}
 }
 
-// validateNATSFlags checks the NATS security flags on their own.
+// validate checks the NATS security flags on their own (--peer-dead-after and --bus-max-members
+// are core.Config.Validate's).
 func (n *natsOptions) validate(o *options) error {
 	switch n.busV1 {
 	case "auto", "on", "off":
 	default:
 		return fmt.Errorf("--bus-v1 must be auto, on or off, got %q", n.busV1)
-	}
-	if n.peerDeadAfter < 0 {
-		return fmt.Errorf("--peer-dead-after must not be negative")
-	}
-	if n.maxMembers < 1 {
-		return fmt.Errorf("--bus-max-members must be at least 1")
 	}
 	if n.httpPort < -1 || n.httpPort > 65535 {
 		return fmt.Errorf("--nats-http-port must be between -1 and 65535")
@@ -82,7 +78,7 @@ func (o *options) legacyV1() bool {
 
 // applyNATSSecurity loads the auth file and sets this replica's client credentials and the
 // embedded server's auth, TLS and monitoring options (eo is nil with --nats-url).
-func applyNATSSecurity(o *options, replicaID string, cc *bus.ConnConfig, eo *bus.EmbeddedOptions) error {
+func applyNATSSecurity(o *options, replicaID string, cc *bus.ConnConfig, eo *natsembed.Options) error {
 	n := &o.nats
 	cc.NkeySeedFile = n.nkeySeed
 	if n.nkeySeed != "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 )
 
 func TestNATSEnvFallbacks(t *testing.T) {
@@ -44,7 +45,7 @@ func TestNATSSecurityFlags(t *testing.T) {
 		{"--nats-url", "nats://x:4222", "--nats-nkey-seed", "/s", "--nats-user", "u"},
 		{"--nats-user", "u"}, // user/password are for --nats-url
 	} {
-		if _, err := parseFlags(bad, io.Discard); err == nil {
+		if _, err := configure(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -68,7 +69,7 @@ func TestNATSSecurityFlags(t *testing.T) {
 		t.Error("--bus-v1=auto with auth should turn v1 off")
 	}
 	cc := bus.ConnConfig{}
-	eo := bus.EmbeddedOptions{}
+	eo := natsembed.Options{}
 	if err := applyNATSSecurity(o, "tcp://r:9092", &cc, &eo); err != nil {
 		t.Fatal(err)
 	}

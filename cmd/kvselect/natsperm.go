@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/bus/natsembed"
 )
 
 // The nats-permissions subcommand prints the NATS permissions one replica needs on an external
 // NATS server, as a nats-server configuration `users` entry or as nsc flags (decentralised JWT
 // accounts), so that operators never compute subject tokens by hand. The permissions are
-// bus.ReplicaPermissions, the same the embedded server enforces.
+// natsembed.ReplicaPermissions, the same the embedded server enforces.
 func init() { subcommands["nats-permissions"] = natsPermissionsCmd }
 
 func natsPermissionsCmd(args []string, stdout, stderr io.Writer) int {
@@ -31,7 +32,7 @@ func natsPermissionsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nats-permissions: --replica-id is required")
 		return 2
 	}
-	perms, err := bus.ReplicaPermissions(*cluster, *id)
+	perms, err := natsembed.ReplicaPermissions(*cluster, *id)
 	if err != nil {
 		fmt.Fprintln(stderr, "nats-permissions:", err)
 		return 2

@@ -7,21 +7,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/kvselect/kvselect/core"
 )
 
-// checkStartup refuses flag values that would otherwise fail late (after "kvselect listening")
-// or be silently replaced: an unknown --nats-recovery mode, a non-positive --sweep-interval (the
-// service would fall back to its default without saying so), a negative --shutdown-grace or
-// --shutdown-timeout, and a --nats-url entry that is not a NATS URL.
+// checkStartup refuses process flag values that would otherwise fail late (after "kvselect
+// listening"): a negative --shutdown-grace or --shutdown-timeout, and a --nats-url entry that is
+// not a NATS URL. The service's own settings (--nats-recovery, --sweep-interval, ...) are
+// refused by core.Config.Validate before anything starts.
 func checkStartup(o *options) error {
-	if _, err := core.ParseNATSRecoveryMode(o.natsRecovery); err != nil {
-		return fmt.Errorf("--nats-recovery: %w", err)
-	}
-	if o.sweepInterval <= 0 {
-		return fmt.Errorf("--sweep-interval must be positive, got %v", o.sweepInterval)
-	}
 	if o.shutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must be 0 or more, got %v", o.shutdownGrace)
 	}

@@ -96,7 +96,7 @@ func (e *Engine) bindSession(p *partition, session string, o Owner, now time.Tim
 	b.owner = o
 	b.leases++
 	b.idleAt = 0
-	e.affOut = append(e.affOut, AffinityEvent{Partition: p.key, SessionID: session, Owner: o, Sequence: b.seq, Writer: b.writer})
+	e.out.Affinity = append(e.out.Affinity, AffinityEvent{Partition: p.key, SessionID: session, Owner: o, Sequence: b.seq, Writer: b.writer})
 }
 
 // releaseSession drops a booking's lease.
@@ -154,12 +154,4 @@ func (e *Engine) ApplyAffinity(ev *AffinityEvent, now time.Time) bool {
 		return false
 	}
 	return true
-}
-
-// TakeAffinityEffects appends the binding updates produced since the last call and clears them.
-func (e *Engine) TakeAffinityEffects(dst []AffinityEvent) []AffinityEvent {
-	dst = append(dst, e.affOut...)
-	clear(e.affOut)
-	e.affOut = e.affOut[:0]
-	return dst
 }

@@ -58,7 +58,9 @@ func TestSessionAffinityBindsAndSticks(t *testing.T) {
 	if got, err := e.SelectAndReserve(r, t0); err != nil || got.WorkerID != other {
 		t.Fatalf("affinity_target must win over the session: %v, %v", got, err)
 	}
-	effects := e.TakeAffinityEffects(nil)
+	var rd Ready
+	e.TakeReady(&rd)
+	effects := rd.Affinity
 	if len(effects) != 2 || effects[0].SessionID != "s1" || effects[0].Owner.Worker != bound {
 		t.Fatalf("affinity effects = %+v, want two bindings of s1 to worker %d", effects, bound)
 	}

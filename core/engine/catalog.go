@@ -308,9 +308,4 @@ func patchMap(dst *map[string]string, src map[string]string) {
 
 // queueingFor reports whether router queueing applies to the model's partitions (and so whether
 // its workers need max_num_batched_tokens).
-func (e *Engine) queueingFor(model string) bool {
-	if e.queueingFn != nil {
-		return e.queueingFn(model)
-	}
-	return e.cfg.QueueingEnabled()
-}
+func (e *Engine) queueingFor(model string) bool { return e.pol.forModel(model).queues() }

@@ -80,7 +80,7 @@ type Config struct {
 	TTL                        time.Duration // approximate-index retention (use_kv_events=false)
 	ApproximateCachePolicy     string        // "ttl" or "lru"
 	QueueThreshold             *float64      // enables queueing when set
-	QueuePolicy                string        // fcfs, lcfs, wspt, aging (kvselect's; core/queue.go)
+	QueuePolicy                string        // fcfs, lcfs, wspt, aging (kvselect's; rqueue.go)
 	PolicyConfig               string        // YAML path (policy classes); enables queueing
 	EventThreads               int
 	ActiveRequestExpiry        time.Duration  // expiry guard for bookings (300 s)
@@ -114,7 +114,7 @@ func KVSelectDefaults() Config {
 
 // QueueAging names kvselect's router-queue order beside Dynamo's fcfs, lcfs and wspt: earliest
 // deadline first, where a request's deadline is its arrival plus AgingSlowdown times its
-// estimated service time (QueueProbe.ServiceMS). See core/queue.go.
+// estimated service time (QueueProbe.ServiceMS). See rqueue.go.
 const QueueAging = "aging"
 
 // AgingSlowdown is the aging order's slowdown target k: a parked request's deadline is

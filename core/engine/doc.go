@@ -8,9 +8,9 @@
 // The engine is a deterministic state machine in the style of etcd/raft. It starts no
 // goroutines, does no I/O, never reads the clock and uses no global randomness: time is the
 // `now` argument of every operation that can age state, and randomness comes from the
-// *rand.Rand in Options. Effects for the outside world are returned as data: replica lifecycle
-// events (TakeEffects) and session bindings (TakeAffinityEffects) are drained by the owner after
-// each call and published by it. A seeded engine fed the same calls makes the same decisions,
+// *rand.Rand in Options. Effects for the outside world are returned as data in one outbox
+// (Ready: replica lifecycle events, session bindings, router-queue admissions), drained by the
+// owner once after each call with TakeReady and acted on by it. A seeded engine fed the same calls makes the same decisions,
 // which is what the scripted tests (testdata/*.txt) and the trace simulator rely on.
 //
 // # Concurrency

@@ -13,8 +13,9 @@ import (
 // The engine is a pure state machine in the style of etcd/raft: it starts no goroutines, does no
 // I/O, never reads the clock and uses no global randomness. Time enters as the `now` argument of
 // every operation that can age state, and randomness comes from the *rand.Rand given to New.
-// Replica lifecycle events that must be published are returned as data: after each call the
-// owner drains them with TakeEffects.
+// Everything the owner must act on — replica lifecycle events and session bindings to publish,
+// router-queue admissions to hand to parked callers — collects in one outbox, which the owner
+// drains once after each call with TakeReady (etcd raft's Ready).
 //
 // Concurrency: an Engine is not safe for concurrent use. Its owner (core.Service) serialises every
 // call behind one lock.
@@ -26,7 +27,7 @@ type Engine struct {
 	parts   map[PartitionKey]*partition
 	resv    map[string]*reservation
 	pending *pendingCache
-	outbox  []ReplicaEvent
+	out     Ready // the outbox (TakeReady)
 
 	// catalogGen counts catalog changes; derived indexes (stable routing ids) are rebuilt when
 	// it moves.
@@ -34,11 +35,9 @@ type Engine struct {
 	catalogGen uint64
 	stable     stableIndex
 
-	// Session affinity: this replica's writer id, the last binding version it issued, and
-	// binding updates to replicate.
+	// Session affinity: this replica's writer id and the last binding version it issued.
 	writerID uint64
 	affSeq   uint64
-	affOut   []AffinityEvent
 
 	// recovery holds recovered indexes waiting for their partition (recovery.go).
 	recovery recoveryState
@@ -52,8 +51,9 @@ type Engine struct {
 	bounds boundState
 	// approxList holds the partitions with deferred approximate indexing (approx_steps.go).
 	approxList []*partition
-	// queueingFn is Options.Queueing (nil = Config.QueueingEnabled).
-	queueingFn func(model string) bool
+	// rq is the router queue and pol its policy classes (rqueue*.go).
+	rq  routerQueue
+	pol Policies
 }
 
 // Options carries what the engine cannot obtain itself.
@@ -68,11 +68,9 @@ type Options struct {
 	WriterID uint64
 	// Scoring adds custom scorers and a picker (see scoring.go).
 	Scoring Scoring
-	// Queueing reports whether router queueing applies to a model's partitions, i.e. whether
-	// the policy class profile resolved for it has a class with a busy threshold (Dynamo's
-	// queueing_enabled(model)). It decides whether a worker must register
-	// max_num_batched_tokens. It must be pure and deterministic. nil: Config.QueueingEnabled.
-	Queueing func(model string) bool
+	// Policies are the router policy classes (ParsePolicies of Config.PolicyConfig, read by the
+	// caller). nil: only the synthetic class of router_queue_threshold and router_queue_policy.
+	Policies *Policies
 }
 
 // New returns an engine with the given configuration, which must have passed Validate.
@@ -98,7 +96,11 @@ func New(cfg Config, opts Options) (*Engine, error) {
 		lim:      cfg.Limits.resolved(),
 	}
 	e.bounds.perWorker = make(map[uint64]int)
-	e.queueingFn = opts.Queueing
+	e.rq = newRouterQueue(time.Time{})
+	if opts.Policies != nil {
+		e.pol = *opts.Policies
+	}
+	e.pol.synthetic = syntheticProfile(&cfg)
 	if cfg.TrackingHash == TrackingKeyed {
 		k, err := kvhash.NewKeyedScheme(opts.TrackingKey, cfg.TrackingKeyID)
 		if err != nil {
@@ -148,16 +150,30 @@ type ReplicaAdd struct {
 	Republish bool
 }
 
-// TakeEffects appends the replica events produced since the last call to dst and clears the
-// engine's outbox. The returned events are owned by the caller.
-func (e *Engine) TakeEffects(dst []ReplicaEvent) []ReplicaEvent {
-	dst = append(dst, e.outbox...)
-	clear(e.outbox)
-	e.outbox = e.outbox[:0]
-	return dst
+// Ready is the engine's outbox: what the calls since the last TakeReady produced, in order.
+type Ready struct {
+	Replica  []ReplicaEvent  // booking lifecycle changes to publish to peers
+	Affinity []AffinityEvent // session bindings to publish to peers
+	Admitted []Admission     // router-queue outcomes to hand to parked callers (rqueue_admit.go)
 }
 
-func (e *Engine) emit(ev ReplicaEvent) { e.outbox = append(e.outbox, ev) }
+// TakeReady moves the outbox into dst and empties it. dst's previous contents are dropped and
+// its buffers reused by the engine, so what dst holds is the caller's until its next TakeReady.
+func (e *Engine) TakeReady(dst *Ready) {
+	clear(dst.Replica)
+	clear(dst.Affinity)
+	clear(dst.Admitted)
+	*dst, e.out = e.out, Ready{dst.Replica[:0], dst.Affinity[:0], dst.Admitted[:0]}
+}
+
+// TakeEffects is TakeReady for owners that act on replica events only: it appends them to dst.
+func (e *Engine) TakeEffects(dst []ReplicaEvent) []ReplicaEvent {
+	var r Ready
+	e.TakeReady(&r)
+	return append(dst, r.Replica...)
+}
+
+func (e *Engine) emit(ev ReplicaEvent) { e.out.Replica = append(e.out.Replica, ev) }
 
 // Sweep reclaims what has aged out at now: bookings older than the expiry guard (their frees are
 // published), approximate-index entries past their TTL, and stale pending selections. It returns

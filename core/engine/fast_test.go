@@ -62,11 +62,14 @@ func (tw *twin) same(step int, op string, ra, rb any, ea, eb error) {
 	if !bytes.Equal(sa, sb) {
 		tw.t.Fatalf("step %d %s: random sources diverged", step, op)
 	}
-	fa, fb := tw.fast.TakeEffects(nil), tw.full.TakeEffects(nil)
+	var oa, ob Ready
+	tw.fast.TakeReady(&oa)
+	tw.full.TakeReady(&ob)
+	fa, fb := oa.Replica, ob.Replica
 	if !reflect.DeepEqual(fa, fb) {
 		tw.t.Fatalf("step %d %s: replica effects differ:\nfast %+v\nfull %+v", step, op, fa, fb)
 	}
-	aa, ab := tw.fast.TakeAffinityEffects(nil), tw.full.TakeAffinityEffects(nil)
+	aa, ab := oa.Affinity, ob.Affinity
 	if !reflect.DeepEqual(aa, ab) {
 		tw.t.Fatalf("step %d %s: affinity effects differ:\nfast %+v\nfull %+v", step, op, aa, ab)
 	}

@@ -2,8 +2,8 @@ package engine
 
 import "github.com/kvselect/kvselect/core/engine/load"
 
-// QueueProbe is what a router queue (core's) needs to know about a selection request before it
-// parks it: the prompt's length and the best effective cached prefix over the ranks the
+// QueueProbe is what the router queue (rqueue.go) needs to know about a request before it parks
+// it: the prompt's length and the best effective cached prefix over the ranks the
 // request may use, both in tokens. WSPT ordering weighs a parked request by its uncached work,
 // ISL − Cached, sampled once when it is parked (Dynamo does the same).
 type QueueProbe struct {
@@ -20,7 +20,7 @@ type QueueProbe struct {
 	// ServiceMS estimates the request's own service time, the prefill of its uncached tokens,
 	// in milliseconds: the least, over the ranks it may use, of that rank's learned prefill
 	// model (speed.go; the configured prior when learning is off or has nothing yet) applied
-	// to ISL minus that rank's cached prefix. The aging order (core/queue.go) sets each
+	// to ISL minus that rank's cached prefix. The aging order (rqueue.go) sets each
 	// parked request's deadline from it. Never negative; 0 when no rank is eligible.
 	ServiceMS float64
 }
@@ -29,25 +29,44 @@ type QueueProbe struct {
 // changes nothing and draws no randomness, so probing never perturbs a later selection. Errors
 // are Select's (400/422 validation, 503 no schedulable worker).
 func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
-	if err := req.Validate(); err != nil {
-		return QueueProbe{}, err
+	pr, _, err := e.probeQueue(req, nil)
+	return pr, err
+}
+
+// parkedPrompt is a parked request's prompt, normalised when it parked for a partition of block
+// size bs; it stays valid while the partition's block size does.
+type parkedPrompt struct {
+	norm normalized
+	bs   uint32
+}
+
+// probeQueue is ProbeQueue that also returns the normalised prompt it measured. With parked set
+// (the request's prompt normalised when it parked) it skips validation, and hashing while the
+// block size is unchanged: the request passed both when it parked.
+func (e *Engine) probeQueue(req *SelectRequest, parked *parkedPrompt) (QueueProbe, parkedPrompt, error) {
+	if parked == nil {
+		if err := req.Validate(); err != nil {
+			return QueueProbe{}, parkedPrompt{}, err
+		}
 	}
 	key := PartitionKey{Model: deref(req.ModelName, DefaultName), Group: deref(req.RoutingGroup, DefaultName)}
 	p, err := e.readyPartition(key)
 	if err != nil {
-		return QueueProbe{}, err
+		return QueueProbe{}, parkedPrompt{}, err
 	}
 	if _, err := e.sessionKey(req); err != nil {
-		return QueueProbe{}, err
+		return QueueProbe{}, parkedPrompt{}, err
 	}
 	w := e.weightsFor(req.RouterConfigOverride)
-	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
-	if err != nil {
-		return QueueProbe{}, err
+	var n normalized
+	if parked != nil && parked.bs == p.blockSize {
+		n = parked.norm
+	} else if n, err = e.normalize(p, &req.Prompt, w.assumeReuse, true); err != nil {
+		return QueueProbe{}, parkedPrompt{}, err
 	}
-	cands := e.score(p, &norm, w)
+	cands := e.score(p, &n, w)
 	filter(cands, req)
-	pr := QueueProbe{Partition: key, ISL: norm.isl, Workers: len(p.members)}
+	pr := QueueProbe{Partition: key, ISL: n.isl, Workers: len(p.members)}
 	bs := uint64(p.blockSize)
 	rule := e.busyRule(req)
 	var pc poolCount
@@ -59,19 +78,19 @@ func (e *Engine) ProbeQueue(req *SelectRequest) (QueueProbe, error) {
 		if !c.eligible || (pw != nil && (c.Owner.Worker != *pw.WorkerID || c.Owner.Rank != *pw.DPRank)) {
 			continue // a pinned request is measured on its rank alone
 		}
-		cached := min(norm.isl, cachedTokens(c, bs, w))
+		cached := min(n.isl, cachedTokens(c, bs, w))
 		pr.Cached = max(pr.Cached, cached)
-		if ms := serviceMS(c.Load.Speed, prior, w.fixedSpeed, norm.isl-cached); first || ms < pr.ServiceMS {
+		if ms := serviceMS(c.Load.Speed, prior, w.fixedSpeed, n.isl-cached); first || ms < pr.ServiceMS {
 			pr.ServiceMS, first = ms, false
 		}
 		if pw != nil {
 			pr.Busy = rule.busy(c.Load.ActivePrefillTokens, c.w)
-			return pr, nil
+			return pr, parkedPrompt{n, p.blockSize}, nil
 		}
 		pc.add(rule.busy(c.Load.ActivePrefillTokens, c.w))
 	}
 	pr.Busy = pw == nil && rule.poolBusy(pc)
-	return pr, nil
+	return pr, parkedPrompt{n, p.blockSize}, nil
 }
 
 // serviceMS is the prefill time of uncached tokens on a rank whose learned model is sp: sp's

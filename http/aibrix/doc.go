@@ -16,9 +16,9 @@
 //     sessions ([SessionStore]), decision ids ([NewDecisionID]) and an
 //     injectable clock and entropy source.
 //
-// This package does not import kvselect's core: the service adapter
-// implements [Backend] (active load per registered worker) and may implement
-// [SessionStore] on top of its replicated affinity table.
+// This package does not import kvselect's core: http/aibrix/aibrixcore, the
+// one adapter, implements [Backend] (active load per registered worker) and
+// [SessionStore] on core's replicated session table.
 //
 // # Request validation
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/kvselect/kvselect/bus/natstest"
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
 	"github.com/kvselect/kvselect/http/api"
 	"github.com/kvselect/kvselect/internal/poll"
 )
@@ -64,7 +65,7 @@ func post(t *testing.T, url, path, ctype, body string) (int, string) {
 func TestOperatorMetrics(t *testing.T) {
 	svc := newService(t)
 	m := api.NewMetrics(svc)
-	ab, err := aibrix.NewHandler(aibrix.Config{}, api.AIBrixBackend{Svc: svc}, nil)
+	ab, err := aibrix.NewHandler(aibrix.Config{}, aibrixcore.Backend{Svc: svc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,17 @@
 // beside prefill (it never delays one) at the mocker's ITL polynomial, and prefixcache's LRU.
 // It reproduces the old routing-quality tables.
 //
+// # The SGLang-style engine (presets "sglang-h100-8b", "sglang-h100x8-70b")
+//
+// A second engine model, designed apart from the first so that routing is not tuned to one
+// model's quirks (NewSGLang, sglang_engine.go; radix cache in sglang_cache.go; presets and
+// roofline step time in sglang_spec.go): a token-granular KV pool with a radix-tree prefix
+// cache (LRU over unlocked leaves), prefill batches and decode batches that never mix, prefill
+// first, longest-prefix-match ordering of a short waiting queue, admission against the pool
+// minus running requests' expected output (new_token_ratio), one chunked request at a time,
+// and decode retraction when the pool runs out. Its presets are reached through Preset and
+// IndependentPresets; Presets and PresetNames (what the default matrix runs) leave them out.
+//
 // # Determinism and ownership
 //
 // An Engine is a pure state machine: no goroutines, clocks, randomness or map-order output.

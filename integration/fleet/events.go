@@ -82,6 +82,24 @@ func New(spec Spec, blockSize, numBlocks int) Worker {
 	if spec.Legacy {
 		return newLegacy(blockSize, numBlocks)
 	}
+	return NewControllable(spec, blockSize, numBlocks)
+}
+
+// Controllable is a realistic engine the mock worker drives: a Worker that also aborts a
+// request (vLLM's abort_request, SGLang's abort) and empties its prefix cache when idle
+// (reset_prefix_cache, flush_cache).
+type Controllable interface {
+	Worker
+	Abort(id int) bool
+	ResetPrefixCache() bool
+}
+
+// NewControllable builds the realistic engine of spec (spec.Legacy is ignored): the
+// SGLang-style one when spec.SGLang is set, else the vLLM-style one.
+func NewControllable(spec Spec, blockSize, numBlocks int) Controllable {
+	if spec.SGLang != nil {
+		return NewSGLang(spec, blockSize, numBlocks)
+	}
 	return NewEngine(spec, blockSize, numBlocks)
 }
 

@@ -55,6 +55,10 @@ type Spec struct {
 	Name string
 	// Legacy selects the legacy engine (Step, MaxNumSeqs are then unused).
 	Legacy bool
+	// SGLang, when set, selects the SGLang-style engine (NewSGLang) with these parameters
+	// (Step is then unused; MaxNumBatchedTokens and MaxNumSeqs mirror its chunked prefill size
+	// and max running requests, as a worker would register them).
+	SGLang *SGLangParams
 	// KVTokens is the KV cache capacity in tokens; NumBlocks(bs) converts it to blocks.
 	KVTokens            int
 	MaxNumBatchedTokens int
@@ -174,6 +178,16 @@ func PresetNames() []string {
 	return out
 }
 
+// AllPresetNames returns every preset name Preset accepts: PresetNames, then the
+// independent (SGLang-style) presets.
+func AllPresetNames() []string {
+	out := PresetNames()
+	for _, p := range sglangPresets {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // Preset returns the named preset ("" is DefaultPreset).
 func Preset(name string) (Spec, error) {
 	if name == "" {
@@ -184,7 +198,12 @@ func Preset(name string) (Spec, error) {
 			return p, nil
 		}
 	}
-	return Spec{}, fmt.Errorf("fleet: unknown model preset %q (known: %v)", name, PresetNames())
+	for _, p := range sglangPresets {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Spec{}, fmt.Errorf("fleet: unknown model preset %q (known: %v)", name, AllPresetNames())
 }
 
 // LegacyPrefillMS is the Dynamo mocker's prefill polynomial for t uncached tokens.

@@ -8,16 +8,16 @@ import (
 	"github.com/kvselect/kvselect/integration/fleet"
 )
 
-// engState is one incarnation of a rank's vLLM-style engine (the fleet model of a realistic
-// preset). The engine only moves when someone looks: every Serve call, on arrival and each time
-// it wakes, first advances the engine through every step due by the current model time,
-// publishing each step's KV events as one batch (vLLM publishes once per scheduler step). A
-// Restart replaces the rank's engState; requests of the old incarnation keep advancing their
+// engState is one incarnation of a rank's realistic engine (the fleet model of a vLLM-style
+// or SGLang-style preset). The engine only moves when someone looks: every Serve call, on
+// arrival and each time it wakes, first advances the engine through every step due by the
+// current model time, publishing each step's KV events as one batch (vLLM publishes once per
+// scheduler step). A Restart replaces the rank's engState; requests of the old incarnation keep advancing their
 // own engine but publish nothing.
 //
 // Guarded by the owning rank's mu.
 type engState struct {
-	eng    *fleet.Engine
+	eng    fleet.Controllable
 	reqs   map[int]*engReq // by engine request id, until finished
 	nextID int
 	buf    []fleet.Event
@@ -33,7 +33,7 @@ type engReq struct {
 }
 
 func newEngState(spec fleet.Spec, bs, blocks int) *engState {
-	return &engState{eng: fleet.NewEngine(spec, bs, blocks), reqs: make(map[int]*engReq)}
+	return &engState{eng: fleet.NewControllable(spec, bs, blocks), reqs: make(map[int]*engReq)}
 }
 
 // advanceLocked runs es's steps due by now. r.mu held.

@@ -29,8 +29,8 @@
 //
 // # Router queue
 //
-// An engine-backed policy whose configuration enables queueing (router_queue_threshold) holds
-// requests as kvselect's service does: parked while every worker is busy, dispatched in the
-// configured order as first tokens arrive and requests finish (router_queue.go). The
-// kvselect-queue policy is kvselect's with a threshold of one batch and wspt order.
+// An engine-backed policy whose configuration enables queueing (router_queue_threshold) sends
+// requests through the engine's own router queue (engine.SelectQueued), as kvselect's service
+// does: parked while every worker is busy, dispatched in the configured order as first tokens
+// arrive and requests finish. The kvselect-queue policy is kvselect's with a threshold of one batch and wspt order.
 package sim

@@ -13,17 +13,20 @@ import (
 // EnginePolicy routes with the real selection engine: select_and_reserve at arrival,
 // prefill_complete at the first token and free at the end, and the workers' KV events applied
 // to the engine's index when they are delivered (Config.KVEventDelayMS late). It is the
-// EventSink Run feeds. When the engine
-// configuration enables queueing (router_queue_threshold), it holds requests in a router queue
-// as kvselect's service does (router_queue.go) and is a Holder.
+// EventSink Run feeds. When the engine configuration enables queueing (router_queue_threshold,
+// router_queue_policy), requests go through the engine's own router queue, as kvselect's service
+// sends them (engine.SelectQueued), and the policy is a Holder.
 type EnginePolicy struct {
-	name  string
-	eng   *engine.Engine
-	now   func() float64
-	ids   []string
-	evs   [1]engine.KVEvent
-	hs    []int64
-	queue *routerQueue // nil when queueing is off
+	name    string
+	eng     *engine.Engine
+	now     func() float64
+	ids     []string
+	evs     [1]engine.KVEvent
+	hs      []int64
+	queued  bool                  // queueing is on
+	tickets map[engine.Ticket]int // parked request → simulated id
+	ready   engine.Ready
+	admits  [][2]int // admissions made while picking, handed to Run at the next Release
 }
 
 var _ Holder = (*EnginePolicy)(nil)
@@ -67,12 +70,7 @@ func NewEnginePolicyFor(name string, cfg engine.Config, info WorkerInfo, workers
 			return nil, err
 		}
 	}
-	p := &EnginePolicy{name: name, eng: eng, now: func() float64 { return 0 }}
-	if cfg.QueueingEnabled() {
-		if p.queue, err = newRouterQueue(cfg.QueuePolicy); err != nil {
-			return nil, err
-		}
-	}
+	p := &EnginePolicy{name: name, eng: eng, now: func() float64 { return 0 }, queued: cfg.QueueingEnabled(), tickets: map[engine.Ticket]int{}}
 	return p, nil
 }
 
@@ -81,8 +79,8 @@ func (p *EnginePolicy) Name() string { return p.name }
 
 func (p *EnginePolicy) clock() time.Time { return time.Unix(0, int64(p.now()*1e6)) }
 
-// Pick implements Policy: the request is parked when queueing is on and every rank is busy or
-// others are parked, selected and booked otherwise.
+// Pick implements Policy: the request goes through the engine's router queue, as the service
+// sends it; with queueing on it parks when every rank is busy or others are parked.
 func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	p.now = v.Now
 	for len(p.ids) <= id {
@@ -92,40 +90,53 @@ func (p *EnginePolicy) Pick(v *View, id int, r *Request) int {
 	for _, b := range r.Blocks {
 		p.hs = append(p.hs, int64(b))
 	}
-	req := p.request(id, p.hs, uint64(r.Input))
-	if p.queue != nil {
-		probe, err := p.eng.ProbeQueue(&req)
-		if err != nil {
-			return -1
-		}
-		// A newcomer never overtakes parked requests, as in the service. Here that is also
-		// implied: Release stops only when the head finds every rank busy, and nothing frees a
-		// rank between lifecycle events, so a newcomer finds them busy too.
-		if probe.Busy || p.queue.Len() > 0 {
-			req = p.request(id, slices.Clone(p.hs), probe.ISL)
-			p.queue.park(id, req, probe.ISL, probe.Cached, probe.ServiceMS, v.Now())
-			return Held
-		}
+	hs := p.hs
+	if p.queued {
+		hs = slices.Clone(hs) // a parked request keeps its hashes
 	}
-	return p.selectAndReserve(&req)
+	req := p.request(id, hs, uint64(r.Input))
+	resp, t, err := p.eng.SelectQueued(&req, true, p.clock())
+	w := worker(resp, err)
+	if t != 0 {
+		p.tickets[t] = id
+		w = Held
+	}
+	// Dispatching after a park may admit requests at once, this one included.
+	p.eng.TakeReady(&p.ready)
+	for _, a := range p.ready.Admitted {
+		if a.Ticket == t {
+			w = worker(a.Resp, a.Err)
+		} else {
+			p.admits = append(p.admits, [2]int{p.tickets[a.Ticket], worker(a.Resp, a.Err)})
+		}
+		delete(p.tickets, a.Ticket)
+	}
+	return w
 }
 
-// Release implements Holder: parked requests go, best first, while the best one finds a rank
-// that is not busy. A request the engine refuses stays unadmitted (Run counts it as rejected).
-func (p *EnginePolicy) Release(_ *View, admit func(id, worker int)) {
-	for q := p.queue; q != nil && q.Len() > 0; {
-		head := q.head()
-		probe, err := p.eng.ProbeQueue(&head.req)
-		if err == nil && probe.Busy {
-			return
-		}
-		id, w := head.id, -1
-		if err == nil {
-			w = p.selectAndReserve(&head.req)
-		}
-		q.pop()
-		admit(id, w)
+// Release implements Holder: the engine's router queue dispatches what it can (each parked
+// request is selected with the index and load of that moment). A request the engine refuses
+// stays unadmitted (Run counts it as rejected).
+func (p *EnginePolicy) Release(v *View, admit func(id, worker int)) {
+	p.now = v.Now
+	for _, a := range p.admits {
+		admit(a[0], a[1])
 	}
+	p.admits = p.admits[:0]
+	p.eng.DrainQueue(p.clock())
+	p.eng.TakeReady(&p.ready)
+	for _, a := range p.ready.Admitted {
+		admit(p.tickets[a.Ticket], worker(a.Resp, a.Err))
+		delete(p.tickets, a.Ticket)
+	}
+}
+
+// worker is the worker index of a booking, or −1 when the engine refused it.
+func worker(resp *engine.SelectResponse, err error) int {
+	if err != nil || resp == nil {
+		return -1
+	}
+	return int(resp.WorkerID - 1)
 }
 
 // request is request id's selection request with these block (and sequence) hashes.
@@ -135,24 +146,12 @@ func (p *EnginePolicy) request(id int, hashes []int64, isl uint64) engine.Select
 	return req
 }
 
-// selectAndReserve books req and returns its worker index, or −1 when the engine refuses it.
-func (p *EnginePolicy) selectAndReserve(req *engine.SelectRequest) int {
-	resp, err := p.eng.SelectAndReserve(req, p.clock())
-	if err != nil {
-		return -1
-	}
-	p.eng.TakeEffects(nil)
-	return int(resp.WorkerID - 1)
-}
-
-// PrefillDone implements Policy.
-func (p *EnginePolicy) PrefillDone(id int) {
-	_ = p.eng.PrefillCompleteAt(p.ids[id], p.clock())
-	p.eng.TakeEffects(nil)
-}
+// PrefillDone implements Policy. (Release, which Run calls after every PrefillDone and Done,
+// drains the engine's outbox.)
+func (p *EnginePolicy) PrefillDone(id int) { _ = p.eng.PrefillCompleteAt(p.ids[id], p.clock()) }
 
 // Done implements Policy.
-func (p *EnginePolicy) Done(id int) { _ = p.eng.Free(p.ids[id]); p.eng.TakeEffects(nil) }
+func (p *EnginePolicy) Done(id int) { _ = p.eng.Free(p.ids[id]) }
 
 // Stored implements EventSink.
 func (p *EnginePolicy) Stored(w int, parent uint64, hasParent bool, blocks []uint64) {

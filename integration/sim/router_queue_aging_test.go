@@ -39,7 +39,7 @@ func TestRouterQueueAgingOrder(t *testing.T) {
 // TestKVSelectAgingBurst: under the saturating burst of TestRouterQueueBurst (400 requests in
 // 0.4 s, so every policy's p99 is the burst's drain time), the aging order still lowers the
 // mean against immediate dispatch without lengthening the tail, admits everything, and runs are
-// deterministic. Its bound on overtaking is TestRouterQueueAgingBoundsWait's (core).
+// deterministic. Its bound on overtaking is TestRouterQueueAgingBoundsWait's (core/engine).
 func TestKVSelectAgingBurst(t *testing.T) {
 	var reqs []Request
 	for i := range 400 {

@@ -27,7 +27,7 @@ type Config struct {
 	CapacityBlocks int
 	Speedup        float64 // arrival-time compression (2 = twice the trace's rate); default 1
 	Seed           uint64  // random seed for policies
-	// Model is the engine preset (fleet.PresetNames; "" is fleet.DefaultPreset).
+	// Model is the engine preset (fleet.AllPresetNames; "" is fleet.DefaultPreset).
 	Model string
 	// KVEventDelayMS delays every KV event between the worker that emits it and the policy
 	// (and the selection engine) that learns it; 0 delivers at once.

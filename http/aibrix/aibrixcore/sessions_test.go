@@ -1,4 +1,4 @@
-package api
+package aibrixcore
 
 import (
 	"testing"
@@ -8,10 +8,10 @@ import (
 	"github.com/kvselect/kvselect/http/aibrix"
 )
 
-// TestAIBrixSessionStoreAdapter: the adapter maps keys and bindings one to one onto the core
+// TestSessionsAdapter: the adapter maps keys and bindings one to one onto the core
 // table, stores an impossible port as 0 (so the handler re-picks the port), and shares the
 // table's expiry.
-func TestAIBrixSessionStoreAdapter(t *testing.T) {
+func TestSessionsAdapter(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	key := aibrix.SessionKey{Model: "llama", Value: "user-1"}
 	tests := []struct {
@@ -27,7 +27,7 @@ func TestAIBrixSessionStoreAdapter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tbl := core.NewAIBrixSessions(core.AIBrixSessionConfig{}, 1, nil)
-			s := AIBrixSessionStore{Sessions: tbl}
+			s := Sessions{Table: tbl}
 			s.Bind(key, aibrix.Binding{CandidateID: "ns/pod", Port: tt.port}, time.Minute, now)
 			got, ok := s.Get(key, now.Add(time.Minute-1))
 			if !ok || got != (aibrix.Binding{CandidateID: "ns/pod", Port: tt.wantPort}) {

@@ -1,4 +1,4 @@
-package bus
+package natsembed
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/kvselect/kvselect/bus"
 )
 
 // ServerLogger adapts a *slog.Logger to nats-server's six-method Logger
@@ -13,17 +15,17 @@ import (
 // them when trace is enabled), and Fatalf logs at Error without exiting:
 // an embedded server must never end the process.
 //
-// Lines at Info and above are rate-limited (serverLogBurst per DefaultLogPeriod, the rest
+// Lines at Info and above are rate-limited (serverLogBurst per bus.DefaultLogPeriod, the rest
 // counted and summarised on the next line that passes): the server logs every refused publish
 // of a client that lacks permission, and such a client must not be able to flood the log.
 //
 // Concurrency: safe for concurrent use (slog loggers and the limiter are).
 type ServerLogger struct {
 	log   *slog.Logger
-	limit *LogLimiter
+	limit *bus.LogLimiter
 }
 
-// serverLogBurst is the embedded server's log budget per DefaultLogPeriod (startup alone
+// serverLogBurst is the embedded server's log budget per bus.DefaultLogPeriod (startup alone
 // writes about 15 lines).
 const serverLogBurst = 100
 
@@ -32,7 +34,7 @@ var _ server.Logger = ServerLogger{}
 // NewServerLogger returns an adapter that logs through l with the attribute
 // component=nats-server.
 func NewServerLogger(l *slog.Logger) ServerLogger {
-	return ServerLogger{log: l.With("component", "nats-server"), limit: NewLogLimiter(serverLogBurst, DefaultLogPeriod)}
+	return ServerLogger{log: l.With("component", "nats-server"), limit: bus.NewLogLimiter(serverLogBurst, bus.DefaultLogPeriod)}
 }
 
 func (s ServerLogger) logf(level slog.Level, format string, v []any) {

@@ -1,24 +1,24 @@
-package core
+package engine
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"time"
-
-	"github.com/kvselect/kvselect/core/engine"
 )
 
 // The router queue's order (Dynamo's scheduling/policy_queue semantics). Requests are queued per
 // partition (model_name, routing_group) — each partition has its own workers, so a busy one
-// never holds back another — and, inside a partition, per policy class (policyclass.go).
+// never holds back another — and, inside a partition, per policy class (rqueue_policy.go).
+// This file is the queue's data structure; admission and dispatch are rqueue_admit.go.
 //
 // Within a class, a request is served before another when, in turn:
 //
 //  1. its strict_priority is larger;
-//  2. its score is larger, where with arrival = seconds since the queue was created,
+//  2. its score is larger, where with arrival = seconds since the first park,
 //     jump = max(priority_jump, 0) and cost = max(1, isl − cached):
 //     fcfs: jump − arrival        (earliest first; priority_jump moves a request earlier)
 //     lcfs: jump + arrival        (latest first; the synthetic class only)
@@ -27,15 +27,12 @@ import (
 //  3. it was parked first.
 //
 // aging is earliest-deadline-first on proportional deadlines: service is the request's
-// estimated prefill time in seconds at the learned speed (engine.QueueProbe.ServiceMS) and k is
-// engine.AgingSlowdown. Equivalently a request's priority is its wait minus k·service, so it
-// improves with its wait at the same rate for everyone and the order of two parked requests
-// never changes while they wait (a plain heap holds it). Scheduling literature: ordering by due
-// date minimises the maximum lateness (Jackson's rule; preemptive EDF, Horn 1974), so with due
-// dates arrival + k·service this is the order that best honours a uniform slowdown target k
-// (bounded slowdown: Harchol-Balter et al., SRPT fairness); k = 0 is FCFS, k → ∞ is
-// shortest-service-first (wspt's order at unit weights). Unlike wspt, a long prompt cannot be
-// starved: nothing that arrives more than k·service after it can pass it.
+// estimated prefill in seconds at the learned speed (QueueProbe.ServiceMS), k is AgingSlowdown.
+// A request's priority is its wait minus k·service, so two parked requests never swap while they
+// wait (a plain heap holds the order). Due-date order minimises the maximum lateness (Jackson's
+// rule; EDF, Horn 1974), so this best honours a uniform slowdown target k (bounded slowdown,
+// Harchol-Balter et al.): k = 0 is FCFS, k → ∞ shortest-service-first. Unlike wspt, a long
+// prompt cannot starve: nothing arriving more than k·service after it can pass it.
 //
 // Across the classes of a partition, deficit round robin in configuration order: a visited
 // class whose head may be dispatched earns its quantum (in uncached tokens) when the head costs
@@ -49,13 +46,15 @@ import (
 // classes'. Pinned requests count toward their class's queue limits.
 
 // waiter is one parked request. Fields other than index are set before it is pushed and never
-// change; index is owned by the queue.
+// change; index is owned by the queue. prompt is the prompt normalised when the request was
+// parked: dispatch probes reuse it instead of re-hashing.
 type waiter struct {
 	req     *SelectRequest
 	reserve bool
-	part    engine.PartitionKey
+	prompt  parkedPrompt
+	part    PartitionKey
 	class   int
-	pinned  *engine.Owner // the lane of a pinned request; nil otherwise
+	pinned  *Owner // the lane of a pinned request; nil otherwise
 	isl     uint64
 	cached  uint64
 	cost    uint64 // max(1, isl − cached)
@@ -63,16 +62,8 @@ type waiter struct {
 	score   float64
 	seq     uint64
 	parked  time.Time
-	// done receives the outcome exactly once (capacity 1, so dispatch never blocks).
-	done chan waitResult
 	// index is the waiter's position in its class's heap, −1 once it left the queue.
 	index int
-}
-
-// waitResult is a parked request's outcome.
-type waitResult struct {
-	resp *SelectResponse
-	err  error
 }
 
 // waitHeap is one class's parked requests, best first at index 0.
@@ -118,7 +109,7 @@ type classQueue struct {
 type partQueue struct {
 	prof    *policyProfile
 	classes []classQueue // parallel to prof.classes
-	lanes   map[engine.Owner]*waitHeap
+	lanes   map[Owner]*waitHeap
 	cursor  int  // the class deficit round robin visits first
 	carry   bool // the cursor class keeps a deficit: no new quantum on its next visit
 	n       int
@@ -126,16 +117,20 @@ type partQueue struct {
 }
 
 // routerQueue holds the parked requests of every partition. It is a plain data structure: the
-// Service guards it with its mutex and decides when to park and dispatch.
+// engine's admission (rqueue_admit.go) decides when to park and dispatch. start is the time of
+// the first park (arrival times are measured from it); seq numbers parks, and is a parked
+// request's Ticket; parkedIDs holds the selection ids of parked select_and_reserve requests.
 type routerQueue struct {
-	start time.Time
-	parts map[engine.PartitionKey]*partQueue
-	n     int
-	seq   uint64
+	start     time.Time
+	parts     map[PartitionKey]*partQueue
+	tickets   map[Ticket]*waiter // every parked request
+	parkedIDs map[string]struct{}
+	seq       uint64
+	keys      []PartitionKey // DrainQueue scratch
 }
 
 func newRouterQueue(start time.Time) routerQueue {
-	return routerQueue{start: start, parts: map[engine.PartitionKey]*partQueue{}}
+	return routerQueue{start: start, parts: map[PartitionKey]*partQueue{}, tickets: map[Ticket]*waiter{}, parkedIDs: map[string]struct{}{}}
 }
 
 // score is the policy score of a request parked at now (see the order above).
@@ -150,14 +145,14 @@ func (q *routerQueue) score(policy string, req *SelectRequest, cost uint64, serv
 		return jump + arrival
 	case "wspt":
 		return (1 + jump) / float64(cost)
-	case engine.QueueAging:
-		return jump - (arrival + engine.AgingSlowdown*max(0, serviceMS)/1000)
+	case QueueAging:
+		return jump - (arrival + AgingSlowdown*max(0, serviceMS)/1000)
 	}
 	return jump - arrival
 }
 
 // part returns partition k's queue, creating it under profile prof.
-func (q *routerQueue) part(k engine.PartitionKey, prof *policyProfile) *partQueue {
+func (q *routerQueue) part(k PartitionKey, prof *policyProfile) *partQueue {
 	pq := q.parts[k]
 	if pq == nil {
 		pq = &partQueue{prof: prof, classes: make([]classQueue, len(prof.classes)), ok: make([]int8, len(prof.classes))}
@@ -167,7 +162,7 @@ func (q *routerQueue) part(k engine.PartitionKey, prof *policyProfile) *partQueu
 }
 
 // limitError is the 429 of a class whose queue limit is reached (nil when none is).
-func (q *routerQueue) limitError(k engine.PartitionKey, prof *policyProfile, class int, probe engine.QueueProbe) error {
+func (q *routerQueue) limitError(k PartitionKey, prof *policyProfile, class int, probe QueueProbe) error {
 	c := prof.classes[class]
 	var usage [3]uint64
 	if pq := q.parts[k]; pq != nil && pq.prof == prof {
@@ -180,9 +175,9 @@ func (q *routerQueue) limitError(k engine.PartitionKey, prof *policyProfile, cla
 		}
 		limit := satMul(*per, uint64(probe.Workers))
 		if usage[i] >= limit {
-			return &engine.Error{Kind: engine.ErrOverloaded,
+			return &Error{Kind: ErrOverloaded,
 				Msg:     fmt.Sprintf("router policy class %q queue %s limit reached (current=%d, limit=%d)", c.name, limitKinds[i], usage[i], limit),
-				Details: engine.QueueRejection{PolicyClass: c.name, LimitKind: limitKinds[i], Current: usage[i], Limit: limit}}
+				Details: QueueRejection{PolicyClass: c.name, LimitKind: limitKinds[i], Current: usage[i], Limit: limit}}
 		}
 	}
 	return nil
@@ -190,22 +185,24 @@ func (q *routerQueue) limitError(k engine.PartitionKey, prof *policyProfile, cla
 
 // park adds a request of class class (of profile prof) measured by probe, and returns its
 // waiter.
-func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile, class int, probe engine.QueueProbe, now time.Time) *waiter {
+func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile, class int, probe QueueProbe, now time.Time) *waiter {
 	q.seq++
+	if q.start.IsZero() {
+		q.start = now
+	}
 	cached := min(probe.Cached, probe.ISL)
 	cost := max(1, probe.ISL-cached)
 	w := &waiter{req: req, reserve: reserve, part: probe.Partition, class: class, isl: probe.ISL, cached: cached,
-		cost: cost, score: q.score(prof.classes[class].policy, req, cost, probe.ServiceMS, now), seq: q.seq, parked: now,
-		done: make(chan waitResult, 1)}
+		cost: cost, score: q.score(prof.classes[class].policy, req, cost, probe.ServiceMS, now), seq: q.seq, parked: now}
 	if req.StrictPriority != nil {
 		w.strict = *req.StrictPriority
 	}
 	pq := q.part(w.part, prof)
 	cq := &pq.classes[class]
 	if pw := req.PinnedWorker; pw != nil {
-		w.pinned = &engine.Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
+		w.pinned = &Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
 		if pq.lanes == nil {
-			pq.lanes = map[engine.Owner]*waitHeap{}
+			pq.lanes = map[Owner]*waitHeap{}
 		}
 		lane := pq.lanes[*w.pinned]
 		if lane == nil {
@@ -220,26 +217,29 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	cq.isl += w.isl
 	cq.cachedToks += w.cached
 	pq.n++
-	q.n++
+	q.tickets[Ticket(w.seq)] = w
+	if reserve && req.SelectionID != nil {
+		q.parkedIDs[*req.SelectionID] = struct{}{}
+	}
 	return w
 }
 
 // waiting reports whether a newcomer of class class — pinned to rank pinned, if not nil — must
 // queue behind parked requests even if a rank is free (no bypass): its class has parked
 // requests, or its rank's lane has.
-func (q *routerQueue) waiting(k engine.PartitionKey, class int, pinned *engine.PinnedWorker) bool {
+func (q *routerQueue) waiting(k PartitionKey, class int, pinned *PinnedWorker) bool {
 	pq := q.parts[k]
 	if pq == nil {
 		return false
 	}
 	if pinned != nil {
-		lane := pq.lanes[engine.Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
+		lane := pq.lanes[Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
 		return lane != nil && lane.Len() > 0
 	}
 	return class < len(pq.classes) && pq.classes[class].heap.Len() > 0
 }
 
-// remove takes w out of the queue; it reports false when w had already left it.
+// remove takes w and its selection id out of the queue; false when w had already left it.
 func (q *routerQueue) remove(w *waiter) bool {
 	if w.index < 0 {
 		return false
@@ -262,7 +262,10 @@ func (q *routerQueue) remove(w *waiter) bool {
 		}
 	}
 	pq.n--
-	q.n--
+	delete(q.tickets, Ticket(w.seq))
+	if w.reserve && w.req.SelectionID != nil {
+		delete(q.parkedIDs, *w.req.SelectionID)
+	}
 	if pq.n == 0 {
 		delete(q.parts, w.part)
 	}
@@ -272,7 +275,7 @@ func (q *routerQueue) remove(w *waiter) bool {
 // next picks partition k's next request to dispatch by deficit round robin over the classes
 // whose head dispatchable accepts, charges it, and returns it (still queued: the caller
 // removes it). It returns nil when no head may be dispatched.
-func (q *routerQueue) next(k engine.PartitionKey, dispatchable func(*waiter) bool) *waiter {
+func (q *routerQueue) next(k PartitionKey, dispatchable func(*waiter) bool) *waiter {
 	pq := q.parts[k]
 	if pq == nil {
 		return nil
@@ -341,12 +344,12 @@ func (q *routerQueue) next(k engine.PartitionKey, dispatchable func(*waiter) boo
 
 // nextLane returns the first pinned lane head of partition k, in (worker, rank) order, that
 // dispatchable accepts (still queued: the caller removes it), or nil.
-func (q *routerQueue) nextLane(k engine.PartitionKey, dispatchable func(*waiter) bool) *waiter {
+func (q *routerQueue) nextLane(k PartitionKey, dispatchable func(*waiter) bool) *waiter {
 	pq := q.parts[k]
 	if pq == nil || len(pq.lanes) == 0 {
 		return nil
 	}
-	owners := slices.SortedFunc(maps.Keys(pq.lanes), engine.Owner.Compare)
+	owners := slices.SortedFunc(maps.Keys(pq.lanes), Owner.Compare)
 	for _, o := range owners {
 		if w := (*pq.lanes[o])[0]; dispatchable(w) {
 			return w
@@ -372,7 +375,7 @@ func (pq *partQueue) take(i int) *waiter {
 // byClass counts the parked requests per policy class name over every partition (nil when none
 // is parked).
 func (q *routerQueue) byClass() map[string]int {
-	if q.n == 0 {
+	if len(q.tickets) == 0 {
 		return nil
 	}
 	m := map[string]int{}
@@ -386,24 +389,23 @@ func (q *routerQueue) byClass() map[string]int {
 	return m
 }
 
-// partitions appends the keys of the partitions with parked requests to dst.
-func (q *routerQueue) partitions(dst []engine.PartitionKey) []engine.PartitionKey {
+// partitions appends the keys of the partitions with parked requests to dst, in key order.
+func (q *routerQueue) partitions(dst []PartitionKey) []PartitionKey {
+	n := len(dst)
 	for k := range q.parts {
 		dst = append(dst, k)
 	}
+	slices.SortFunc(dst[n:], PartitionKey.Compare)
 	return dst
 }
 
-// all appends every parked request to dst.
+// all appends every parked request to dst, in park order.
 func (q *routerQueue) all(dst []*waiter) []*waiter {
-	for _, pq := range q.parts {
-		for i := range pq.classes {
-			dst = append(dst, pq.classes[i].heap...)
-		}
-		for _, lane := range pq.lanes {
-			dst = append(dst, *lane...)
-		}
+	n := len(dst)
+	for _, w := range q.tickets {
+		dst = append(dst, w)
 	}
+	slices.SortFunc(dst[n:], func(a, b *waiter) int { return cmp.Compare(a.seq, b.seq) })
 	return dst
 }
 

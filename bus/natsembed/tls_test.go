@@ -1,4 +1,4 @@
-package bus
+package natsembed
 
 import (
 	"crypto/ecdsa"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/kvselect/kvselect/bus"
 )
 
 // writeTestCert writes a self-signed certificate for 127.0.0.1 (its own CA) and its key.
@@ -56,12 +58,12 @@ func writeTestCert(t *testing.T) (cert, key string) {
 // monitoring endpoint.
 func TestEmbeddedTLSAndMonitoring(t *testing.T) {
 	cert, key := writeTestCert(t)
-	e := startEmbedded(t, EmbeddedOptions{ListenAddr: "127.0.0.1:0", TLSCert: cert, TLSKey: key, HTTPPort: -1})
+	e := startServer(t, Options{ListenAddr: "127.0.0.1:0", TLSCert: cert, TLSKey: key, HTTPPort: -1})
 	if nc, err := nats.Connect(e.ClientURL(), nats.NoReconnect()); err == nil {
 		nc.Close()
 		t.Fatal("a plain-text client connected to the TLS port")
 	}
-	nc := connect(t, ConnConfig{Name: "tls", URLs: e.ClientURL(), TLSCA: cert})
+	nc := connect(t, bus.ConnConfig{Name: "tls", URLs: e.ClientURL(), TLSCA: cert})
 	waitFor(t, func() error {
 		if !nc.IsConnected() {
 			return nats.ErrDisconnected
@@ -71,7 +73,7 @@ func TestEmbeddedTLSAndMonitoring(t *testing.T) {
 	if nc.TLSRequired() != true {
 		t.Error("connection is not TLS")
 	}
-	inproc := connect(t, ConnConfig{Name: "inproc", Embedded: e})
+	inproc := connect(t, bus.ConnConfig{Name: "inproc", Embedded: e})
 	if err := inproc.Flush(); err != nil {
 		t.Fatalf("in-process connection: %v", err)
 	}
@@ -83,7 +85,7 @@ func TestEmbeddedTLSAndMonitoring(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/varz = %d", resp.StatusCode)
 	}
-	if e2 := startEmbedded(t, EmbeddedOptions{}); e2.MonitorURL() != "" {
+	if e2 := startServer(t, Options{}); e2.MonitorURL() != "" {
 		t.Fatalf("monitoring without HTTPPort: %s", e2.MonitorURL())
 	}
 }
@@ -91,12 +93,12 @@ func TestEmbeddedTLSAndMonitoring(t *testing.T) {
 // TestEmbeddedClusterMutualTLS: two clustered servers with TLS and a CA route over mutual TLS.
 func TestEmbeddedClusterMutualTLS(t *testing.T) {
 	cert, key := writeTestCert(t)
-	opts := func(routes ...string) EmbeddedOptions {
-		return EmbeddedOptions{ClusterName: "tls", ClusterListen: "127.0.0.1:0", ClusterRoutes: routes,
+	opts := func(routes ...string) Options {
+		return Options{ClusterName: "tls", ClusterListen: "127.0.0.1:0", ClusterRoutes: routes,
 			TLSCert: cert, TLSKey: key, TLSCA: cert}
 	}
-	s1 := startEmbedded(t, opts())
-	s2 := startEmbedded(t, opts(s1.ClusterURL()))
+	s1 := startServer(t, opts())
+	s2 := startServer(t, opts(s1.ClusterURL()))
 	waitFor(t, func() error {
 		if s1.NumRoutes() < 1 || s2.NumRoutes() < 1 {
 			return nats.ErrNoServers
@@ -105,7 +107,7 @@ func TestEmbeddedClusterMutualTLS(t *testing.T) {
 	})
 	// A server with another certificate (not signed by the CA) is refused by mutual TLS.
 	otherCert, otherKey := writeTestCert(t)
-	intruder := startEmbedded(t, EmbeddedOptions{ClusterName: "tls", ClusterListen: "127.0.0.1:0",
+	intruder := startServer(t, Options{ClusterName: "tls", ClusterListen: "127.0.0.1:0",
 		ClusterRoutes: []string{s1.ClusterURL()}, TLSCert: otherCert, TLSKey: otherKey, TLSCA: otherCert})
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {

@@ -1,6 +1,12 @@
-package bus
+// Package natsembed runs kvselect's embedded nats-server: single-node (in process, no socket
+// unless asked) or one node of an embedded NATS cluster, with kvselect's authentication
+// (auth.go), TLS, a monitoring port and its log through slog (log.go). It is its own package so
+// that only the binary that starts a server links nats-server; bus connects to a [Server]
+// through [bus.InProcessServer].
+package natsembed
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,13 +18,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/kvselect/kvselect/bus"
 )
 
-// EmbeddedOptions configures an in-process nats-server.
+// Options configures an in-process nats-server.
 //
 // The zero value is the single-node mode: no listening socket at all,
-// clients connect in process ([ConnConfig.Embedded]).
-type EmbeddedOptions struct {
+// clients connect in process ([bus.ConnConfig.Embedded]).
+type Options struct {
 	// ServerName names the server in logs and cluster gossip. Default: a
 	// name derived from the process (nats-server picks one).
 	ServerName string
@@ -49,11 +57,11 @@ type EmbeddedOptions struct {
 	ReadyTimeout    time.Duration
 	ShutdownTimeout time.Duration
 
-	// Auth, when set, turns on authentication and per-replica permissions (natsauth.go) for
+	// Auth, when set, turns on authentication and per-replica permissions (auth.go) for
 	// client connections; with clustering, routes then authenticate with RouteUser and the
 	// secret-derived RoutePassword (the file must have a secret) and the seed routes are given
 	// those credentials.
-	Auth *AuthFile
+	Auth *bus.AuthFile
 	// AuthCluster is the kvselect cluster (subject namespace) the permissions are for; required
 	// with Auth.
 	AuthCluster string
@@ -66,24 +74,24 @@ type EmbeddedOptions struct {
 	HTTPPort int
 }
 
-// Errors from StartEmbedded and Embedded.Shutdown.
+// Errors from Start and Server.Shutdown.
 var (
-	// ErrEmbeddedOptions: the options are inconsistent or unparsable.
-	ErrEmbeddedOptions = errors.New("bus: invalid embedded server options")
-	// ErrEmbeddedNotReady: the server did not accept clients in time.
-	ErrEmbeddedNotReady = errors.New("bus: embedded server not ready")
+	// ErrOptions: the options are inconsistent or unparsable.
+	ErrOptions = errors.New("natsembed: invalid embedded server options")
+	// ErrNotReady: the server did not accept clients in time.
+	ErrNotReady = errors.New("natsembed: embedded server not ready")
 	// ErrShutdownTimeout: the server did not stop in time; Shutdown gave up
 	// waiting (the server keeps stopping in the background).
-	ErrShutdownTimeout = errors.New("bus: embedded server shutdown timed out")
+	ErrShutdownTimeout = errors.New("natsembed: embedded server shutdown timed out")
 )
 
-const defaultEmbeddedTimeout = 10 * time.Second
+const defaultTimeout = 10 * time.Second
 
-// Embedded is a running in-process nats-server.
+// Server is a running in-process nats-server; it implements [bus.InProcessServer].
 //
 // Concurrency: all methods are safe for concurrent use. Shutdown is
 // idempotent and never blocks longer than ShutdownTimeout.
-type Embedded struct {
+type Server struct {
 	srv             *server.Server
 	listening       bool
 	shutdownTimeout time.Duration
@@ -92,41 +100,33 @@ type Embedded struct {
 	shutdownErr error
 }
 
-// StartEmbedded validates opts, starts the server and waits until it
+// Start validates opts, starts the server and waits until it
 // accepts clients. Signals are never trapped (NoSigs) and JetStream is off.
-func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+func Start(opts Options) (*Server, error) {
 	sopts, listening, err := opts.serverOptions()
 	if err != nil {
 		return nil, err
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEmbeddedOptions, err)
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if opts.Logger != nil {
 		srv.SetLoggerV2(NewServerLogger(opts.Logger), opts.Debug, opts.Trace, false)
 	}
-	e := &Embedded{srv: srv, listening: listening, shutdownTimeout: orDefault(opts.ShutdownTimeout, defaultEmbeddedTimeout)}
+	e := &Server{srv: srv, listening: listening, shutdownTimeout: cmp.Or(max(opts.ShutdownTimeout, 0), defaultTimeout)}
 	go srv.Start()
-	ready := orDefault(opts.ReadyTimeout, defaultEmbeddedTimeout)
+	ready := cmp.Or(max(opts.ReadyTimeout, 0), defaultTimeout)
 	if !srv.ReadyForConnections(ready) {
 		_ = e.Shutdown()
-		return nil, fmt.Errorf("%w within %v", ErrEmbeddedNotReady, ready)
+		return nil, fmt.Errorf("%w within %v", ErrNotReady, ready)
 	}
 	return e, nil
 }
 
-// orDefault returns v, or def when v is zero or negative (an unset option).
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 // serverOptions translates opts; it never returns options that combine a
 // cluster port with DontListen.
-func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
+func (o Options) serverOptions() (*server.Options, bool, error) {
 	s := &server.Options{
 		ServerName: o.ServerName,
 		Host:       "127.0.0.1",
@@ -137,7 +137,7 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 	}
 	clustered := o.ClusterListen != ""
 	if !clustered && (o.ClusterName != "" || len(o.ClusterRoutes) > 0) {
-		return nil, false, fmt.Errorf("%w: ClusterName/ClusterRoutes need ClusterListen", ErrEmbeddedOptions)
+		return nil, false, fmt.Errorf("%w: ClusterName/ClusterRoutes need ClusterListen", ErrOptions)
 	}
 	listen := o.ListenAddr
 	if listen == "" && clustered {
@@ -148,7 +148,7 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 	} else {
 		host, port, err := splitListen(listen)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: ListenAddr: %w", ErrEmbeddedOptions, err)
+			return nil, false, fmt.Errorf("%w: ListenAddr: %w", ErrOptions, err)
 		}
 		s.Host, s.Port = host, port
 	}
@@ -157,30 +157,30 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 	}
 	if clustered {
 		if o.ClusterName == "" {
-			return nil, false, fmt.Errorf("%w: ClusterListen needs ClusterName", ErrEmbeddedOptions)
+			return nil, false, fmt.Errorf("%w: ClusterListen needs ClusterName", ErrOptions)
 		}
 		host, port, err := splitListen(o.ClusterListen)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: ClusterListen: %w", ErrEmbeddedOptions, err)
+			return nil, false, fmt.Errorf("%w: ClusterListen: %w", ErrOptions, err)
 		}
 		s.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: port}
 		for _, r := range o.ClusterRoutes {
 			u, err := parseRoute(r)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: route %q: %w", ErrEmbeddedOptions, r, err)
+				return nil, false, fmt.Errorf("%w: route %q: %w", ErrOptions, r, err)
 			}
 			if o.Auth != nil {
-				u.User = url.UserPassword(RouteUser, RoutePassword(o.Auth.Secret))
+				u.User = url.UserPassword(bus.RouteUser, bus.RoutePassword(o.Auth.Secret))
 			}
 			s.Routes = append(s.Routes, u)
 		}
 		if o.Auth != nil {
-			s.Cluster.Username, s.Cluster.Password = RouteUser, RoutePassword(o.Auth.Secret)
+			s.Cluster.Username, s.Cluster.Password = bus.RouteUser, bus.RoutePassword(o.Auth.Secret)
 		}
 		if s.TLSConfig != nil {
 			rc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey, CaFile: o.TLSCA, Verify: o.TLSCA != ""})
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: route TLS: %w", ErrEmbeddedOptions, err)
+				return nil, false, fmt.Errorf("%w: route TLS: %w", ErrOptions, err)
 			}
 			// GenTLSConfig fills only ClientCAs (verifying routes that dial in); routes this
 			// server dials verify the peer against the same CA.
@@ -192,34 +192,34 @@ func (o EmbeddedOptions) serverOptions() (*server.Options, bool, error) {
 }
 
 // applySecurity installs authentication, TLS and the monitoring port.
-func (o EmbeddedOptions) applySecurity(s *server.Options, clustered bool) error {
+func (o Options) applySecurity(s *server.Options, clustered bool) error {
 	if o.Auth != nil {
 		a, err := NewAuthenticator(o.Auth, o.AuthCluster)
 		if err != nil {
-			return fmt.Errorf("%w: auth: %w", ErrEmbeddedOptions, err)
+			return fmt.Errorf("%w: auth: %w", ErrOptions, err)
 		}
 		if clustered && o.Auth.Secret == "" {
-			return fmt.Errorf("%w: an embedded NATS cluster with auth needs a secret in the auth file (route authentication)", ErrEmbeddedOptions)
+			return fmt.Errorf("%w: an embedded NATS cluster with auth needs a secret in the auth file (route authentication)", ErrOptions)
 		}
 		s.CustomClientAuthentication = a
 		s.AlwaysEnableNonce = a.RequiresNonce()
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
-		return fmt.Errorf("%w: TLSCert and TLSKey go together", ErrEmbeddedOptions)
+		return fmt.Errorf("%w: TLSCert and TLSKey go together", ErrOptions)
 	}
 	if o.TLSCA != "" && o.TLSCert == "" {
-		return fmt.Errorf("%w: TLSCA needs TLSCert and TLSKey", ErrEmbeddedOptions)
+		return fmt.Errorf("%w: TLSCA needs TLSCert and TLSKey", ErrOptions)
 	}
 	if o.TLSCert != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey})
 		if err != nil {
-			return fmt.Errorf("%w: TLS: %w", ErrEmbeddedOptions, err)
+			return fmt.Errorf("%w: TLS: %w", ErrOptions, err)
 		}
 		s.TLSConfig, s.TLS, s.TLSTimeout = tc, true, 2
 	}
 	if o.HTTPPort != 0 {
 		if o.HTTPPort < -1 || o.HTTPPort > 65535 {
-			return fmt.Errorf("%w: HTTPPort %d", ErrEmbeddedOptions, o.HTTPPort)
+			return fmt.Errorf("%w: HTTPPort %d", ErrOptions, o.HTTPPort)
 		}
 		s.HTTPHost, s.HTTPPort = s.Host, o.HTTPPort
 	}
@@ -227,7 +227,7 @@ func (o EmbeddedOptions) applySecurity(s *server.Options, clustered bool) error 
 }
 
 // MonitorURL returns "http://host:port" of the monitoring endpoint, or "" without one.
-func (e *Embedded) MonitorURL() string {
+func (e *Server) MonitorURL() string {
 	a := e.srv.MonitorAddr()
 	if a == nil {
 		return ""
@@ -270,15 +270,15 @@ func parseRoute(r string) (*url.URL, error) {
 }
 
 // Server returns the underlying server (for tests and diagnostics).
-func (e *Embedded) Server() *server.Server { return e.srv }
+func (e *Server) Server() *server.Server { return e.srv }
 
 // InProcessConn implements nats.InProcessConnProvider, so
 // nats.InProcessServer(e) connects without a socket.
-func (e *Embedded) InProcessConn() (net.Conn, error) { return e.srv.InProcessConn() }
+func (e *Server) InProcessConn() (net.Conn, error) { return e.srv.InProcessConn() }
 
 // ClientURL returns "nats://host:port" of the client listener, or "" when
 // the server does not listen (in-process only).
-func (e *Embedded) ClientURL() string {
+func (e *Server) ClientURL() string {
 	if !e.listening {
 		return ""
 	}
@@ -287,7 +287,7 @@ func (e *Embedded) ClientURL() string {
 
 // ClusterURL returns "nats-route://host:port" of the route listener, or ""
 // when the server is not clustered. Give it to other servers as a route.
-func (e *Embedded) ClusterURL() string {
+func (e *Server) ClusterURL() string {
 	a := e.srv.ClusterAddr()
 	if a == nil {
 		return ""
@@ -297,13 +297,13 @@ func (e *Embedded) ClusterURL() string {
 
 // NumRoutes returns the number of active routes (route pooling makes it a
 // multiple of the number of peers; compare with >=).
-func (e *Embedded) NumRoutes() int { return e.srv.NumRoutes() }
+func (e *Server) NumRoutes() int { return e.srv.NumRoutes() }
 
 // Shutdown stops the server, closing every client connection, and waits
 // for it to finish. It returns [ErrShutdownTimeout] instead of hanging if
 // the server does not stop within ShutdownTimeout. Later calls return the
 // first call's result at once.
-func (e *Embedded) Shutdown() error {
+func (e *Server) Shutdown() error {
 	e.once.Do(func() {
 		done := make(chan struct{})
 		go func() {
