@@ -43,7 +43,7 @@ func KVSelectScorer(cfg Config) Scorer {
 	return kvselectScorer{w: weights{credit: cfg.OverlapScoreCredit, host: cfg.HostCacheHitWeight, disk: cfg.DiskCacheHitWeight,
 		reqWeight: cfg.DecodeActiveRequestWeight, modelA: cfg.PrefillModelA, modelB: cfg.PrefillModelB, modelC: cfg.PrefillModelC,
 		affinity: cfg.AffinityWeight, affinityQueue: cfg.AffinityQueueMS, kvselect: true,
-		missWork: cfg.MissWorkWeight, eviction: cfg.EvictionWeight, pressure: cfg.KVPressureWeight, decodeCtx: cfg.DecodeContextWeight, fixedSpeed: cfg.FixedPrefillModel}}
+		missWork: cfg.MissWorkWeight, eviction: cfg.EvictionWeight, pressure: cfg.KVPressureWeight, decodeCtx: cfg.DecodeContextWeight, fixedSpeed: cfg.FixedPrefillModel, robust: cfg.RobustKVSelect}}
 }
 
 type kvselectScorer struct{ w weights }

@@ -10,18 +10,20 @@ import (
 // miss for what it costs the rest of the fleet, not only the request itself:
 //
 //	prefill_ms(t) = A·t² + B·t + C           (the rank's priced model, t uncached tokens: its
-//	                learned model, or the prior scaled to the partition's consensus when
-//	                within 1.25× of it; kvselect_speed.go)
+//	                learned model, or the prior when within 2× of it — with RobustKVSelect the
+//	                prior scaled to the partition's consensus when within 1.25× of that;
+//	                kvselect_speed.go)
 //	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
 //	own           = prefill_ms(isl − cached)
-//	β             = min(miss_work_weight, max(the rank's pending prefills,
+//	β             = min(miss_work_weight, pending prefills per rank over the partition); with
+//	                RobustKVSelect min(miss_work_weight, max(the rank's pending prefills,
 //	                    mean over ranks of min(miss_work_weight, their pending)))   (betaAt)
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
-//	                  kv_pressure_weight, default 1; kvselect_pressure.go)
+//	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits; default off;
 //	                  kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
@@ -32,11 +34,12 @@ import (
 //
 //   - Work delays others. A prefill's uncached work holds up the prefills sharing its rank's
 //     steps and, on a saturated fleet, the requests that arrive while it runs; β counts them
-//     (betaAt), so the work counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's
+//     (betaAt: by default the partition's mean, per rank with RobustKVSelect), so the work
+//     counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's
 //     own TTFT; loaded ones value reuse more, which is what keeps an overloaded fleet from
-//     trading hits for balance until its caches thrash. An idle rank of a fleet that is not
-//     saturated delays nobody, so a prefix too hot for its rank is replicated there at its own
-//     prefill's price; the cap (1) keeps a hot prefix movable on a saturated fleet too: a rank
+//     trading hits for balance until its caches thrash. Per rank, an idle rank of a fleet that
+//     is not saturated delays nobody, so a prefix too hot for its rank is replicated there at
+//     its own prefill's price; the cap (1) keeps a hot prefix movable on a saturated fleet too: a rank
 //     whose queue exceeds another's by more than (1 + β) times the prefix's prefill sends it
 //     there, and once computed there (booked, then indexed) both ranks serve it.
 //   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
@@ -102,6 +105,8 @@ type kvselectTerms struct {
 	nB    int
 	busy  float64
 	ranks int
+	// pending is the partition's pending prefills (β's mean without RobustKVSelect).
+	pending float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -124,7 +129,8 @@ func (k *kvselectTerms) invMax() float64 {
 }
 
 // betaAt is β of a rank with pending prefills not yet complete: the requests its uncached work
-// delays (see the top of this file),
+// delays (see the top of this file). By default the partition's pending prefills per rank,
+// capped at miss_work_weight; with RobustKVSelect
 //
 //	β = min(miss_work_weight, max(pending, saturation))
 //	saturation = mean over the partition's ranks of min(miss_work_weight, their pending)
@@ -143,6 +149,9 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 	sat := 0.0
 	if k.ranks > 0 {
 		sat = k.busy / float64(k.ranks)
+	}
+	if !k.w.robust {
+		return min(k.w.missWork, k.pending/max(1, float64(k.ranks)))
 	}
 	return min(k.w.missWork, max(float64(pending), sat))
 }

@@ -21,7 +21,7 @@ import "github.com/kvselect/kvselect/core/engine/load"
 //     churns those caches in turn (a feedback loop that turned an overloaded agentic workload
 //     on the legacy model from bad to collapsed).
 //
-// So the reference is the partition's consensus — the mean per-token cost of its ranks' learned
+// With RobustKVSelect the reference is the partition's consensus — the mean per-token cost of its ranks' learned
 // models, B̄ — not the prior: a rank whose learned B lies within a factor of speedDeadband of
 // B̄ is priced as the prior scaled to B̄ (every rank alike: the shared slowdown is priced, the
 // noise is not acted on), a rank outside it at its own learned model. Against the prior (the
@@ -29,7 +29,8 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // straddling the band's edge (1.93–2.99 against a band of 2), some ranks were priced at the
 // prior and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic
 // workload's tail to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no
-// rank's speed known, every rank is priced at the prior.
+// rank's speed known, every rank is priced at the prior. Without RobustKVSelect (the default
+// for now) the band is 2× around the prior (priorDeadband).
 
 // speedDeadband is the factor, around the partition's consensus, within which a rank's learned
 // speed is not acted on (see above): above the estimator's steady-state error (within 10 % of
@@ -37,10 +38,15 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
 const speedDeadband = 1.25
 
+// priorDeadband is the default's band, around the prior (RobustKVSelect off): a rank learned
+// within 2× of the prior is priced at the prior.
+const priorDeadband = 2
+
 // observeRank takes one rank's learned (or prior) model into the partition's consensus and its
 // pending prefills into the partition's saturation (betaAt, kvselect_cost.go).
 func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 	k.busy += min(k.w.missWork, float64(pending))
+	k.pending += float64(pending)
 	k.ranks++
 	if sp.B > 0 {
 		k.sumB += sp.B
@@ -56,8 +62,11 @@ func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
 	if w.fixedSpeed || !(sp.B > 0) || k.nB == 0 || !(w.modelB > 0) {
 		return prior
 	}
-	ref := k.sumB / float64(k.nB)
-	if sp.B < speedDeadband*ref && float64(sp.B*speedDeadband) > ref {
+	ref, band := k.sumB/float64(k.nB), speedDeadband
+	if !w.robust {
+		ref, band = w.modelB, priorDeadband
+	}
+	if sp.B < band*ref && float64(sp.B*band) > ref {
 		s := ref / w.modelB
 		return load.SpeedModel{A: prior.A * s, B: ref, C: prior.C * s}
 	}

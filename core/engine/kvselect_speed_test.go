@@ -10,7 +10,7 @@ import (
 // speedTerms is a kvselectTerms over ranks with the given per-token costs (the prior's shape
 // scaled), prior B = 1.
 func speedTerms(fixed bool, bs ...float64) kvselectTerms {
-	k := kvselectTerms{w: weights{modelA: 0.001, modelB: 1, modelC: 10, missWork: 1, fixedSpeed: fixed}}
+	k := kvselectTerms{w: weights{modelA: 0.001, modelB: 1, modelC: 10, missWork: 1, fixedSpeed: fixed, robust: true}}
 	for _, b := range bs {
 		k.observeRank(load.SpeedModel{A: 0.001 * b, B: b, C: 10 * b}, 0)
 	}
@@ -52,7 +52,7 @@ func TestPriceAgainstConsensus(t *testing.T) {
 // hot rank with a long queue among idle ones does not make the idle ones expensive; a saturated
 // fleet charges every rank the cap.
 func TestBetaPerRank(t *testing.T) {
-	k := kvselectTerms{w: weights{missWork: 1}}
+	k := kvselectTerms{w: weights{missWork: 1, robust: true}}
 	for _, p := range []int{40, 0, 0, 0} {
 		k.observeRank(load.SpeedModel{}, p)
 	}
@@ -62,14 +62,14 @@ func TestBetaPerRank(t *testing.T) {
 	if got := k.betaAt(40); got != 1 {
 		t.Errorf("hot rank: β = %v, want the cap 1", got)
 	}
-	k = kvselectTerms{w: weights{missWork: 1}}
+	k = kvselectTerms{w: weights{missWork: 1, robust: true}}
 	for _, p := range []int{1, 2, 1, 0} {
 		k.observeRank(load.SpeedModel{}, p)
 	}
 	if got := k.betaAt(0); got != 0.75 {
 		t.Errorf("idle rank of a mostly busy fleet: β = %v, want 0.75", got)
 	}
-	k = kvselectTerms{w: weights{missWork: 0}}
+	k = kvselectTerms{w: weights{missWork: 0, robust: true}}
 	k.observeRank(load.SpeedModel{}, 5)
 	if got := k.betaAt(5); got != 0 {
 		t.Errorf("miss_work_weight 0: β = %v, want 0", got)
@@ -80,11 +80,22 @@ func TestBetaPerRank(t *testing.T) {
 // 1,000-token prefills (≈ 128 ms at the prior), and three idle ranks. Under the partition-mean β
 // (4 pending over 4 ranks: β = 1) an idle rank was charged 2 × 84 ms for the replica, more than
 // the hot rank's 128 + 2 × 16.5 ms, and the prefix stayed; now an idle rank's β is the 1-in-4
-// saturation, its replica costs 1.25 × 84 ms, and the request goes there.
+// saturation, its replica costs 1.25 × 84 ms, and the request goes there (RobustKVSelect; the
+// default keeps the partition mean and the prefix on worker 1).
 func TestHotPrefixReplicatesOnIdleRank(t *testing.T) {
-	cfg := KVSelectDefaults()
-	cfg.EvictionWeight, cfg.KVPressureWeight = 0, 0
-	e := newEngine(t, &cfg)
+	for _, robust := range []bool{false, true} {
+		cfg := KVSelectDefaults()
+		cfg.EvictionWeight, cfg.KVPressureWeight, cfg.RobustKVSelect = 0, 0, robust
+		if got := hotPrefixWorker(t, &cfg); (got == 1) == robust {
+			t.Errorf("RobustKVSelect %v: worker %d (1 = the prefix's saturated rank)", robust, got)
+		}
+	}
+}
+
+// hotPrefixWorker is TestHotPrefixReplicatesOnIdleRank's fleet under cfg: the worker chosen.
+func hotPrefixWorker(t *testing.T, cfg *Config) uint64 {
+	t.Helper()
+	e := newEngine(t, cfg)
 	for id := uint64(1); id <= 4; id++ {
 		mustUpsert(t, e, spec(id))
 	}
@@ -100,7 +111,5 @@ func TestHotPrefixReplicatesOnIdleRank(t *testing.T) {
 	}
 	r, err := e.Select(selReq("", want), t0)
 	noErr(t, err)
-	if r.WorkerID == 1 {
-		t.Errorf("hot prefix stayed on its saturated rank (worker 1)")
-	}
+	return r.WorkerID
 }

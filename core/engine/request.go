@@ -149,6 +149,7 @@ type weights struct {
 	pressure                                                         float64 // weight of the pinned-KV overflow a placement causes (kvselect policy)
 	decodeCtx                                                        float64 // decode step time per context token over prefill time per token (kvselect policy)
 	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
+	robust                                                           bool    // consensus speed pricing and per-rank β (kvselect policy)
 }
 
 func (e *Engine) weightsFor(o *ConfigOverride) weights {
@@ -160,6 +161,7 @@ func (e *Engine) weightsFor(o *ConfigOverride) weights {
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
+		robust: c.RobustKVSelect,
 	}
 	if o == nil {
 		return w

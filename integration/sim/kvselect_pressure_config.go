@@ -2,13 +2,22 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPressureConfig is kvselect's default policy with the pinned-KV pressure term at its
-// principled weight (kv_pressure_weight 1: overflow priced as recompute; the default since the
-// consensus speed pricing, so this sets it explicitly) and the opt-in decode term at the
-// physics-derived ratio for an 8B-class model on one H100 (decode_context_weight 1e-3). See core/engine/kvselect_pressure.go, kvselect_decode.go
+// KVSelectPressureConfig is kvselect's default policy with the two opt-in terms of its cost on:
+// the pinned-KV pressure term at its principled weight (kv_pressure_weight 1: overflow priced as
+// recompute) and the decode term at the physics-derived ratio for an 8B-class model on one
+// H100 (decode_context_weight 1e-3). See core/engine/kvselect_pressure.go, kvselect_decode.go
 // and README, "Pinned-KV pressure and decode load".
 func KVSelectPressureConfig() engine.Config {
 	c := KVSelectConfig()
 	c.KVPressureWeight, c.DecodeContextWeight = 1, 1e-3
+	return c
+}
+
+// KVSelectRobustConfig is kvselect's policy with RobustKVSelect (learned speed priced against
+// the partition's consensus, β per rank) and the pinned-KV pressure term at weight 1: the
+// candidate measured in README ("Robustness matrix"), not yet the default.
+func KVSelectRobustConfig() engine.Config {
+	c := KVSelectConfig()
+	c.KVPressureWeight, c.RobustKVSelect = 1, true
 	return c
 }

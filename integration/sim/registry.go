@@ -18,12 +18,13 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-pressure adds the decode term to the default's pinned-KV
-//	                pressure term (KVSelectPressureConfig)
+//	                kvselect-pressure with the pinned-KV pressure and decode terms on
+//	                (KVSelectPressureConfig), kvselect-robust with consensus speed pricing,
+//	                per-rank β and the pressure term (KVSelectRobustConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-robust"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -44,7 +45,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-robust":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -55,6 +56,8 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectAgingConfig()
 		case "kvselect-pressure":
 			ec = KVSelectPressureConfig()
+		case "kvselect-robust":
+			ec = KVSelectRobustConfig()
 		}
 		sp, capacity, err := cfg.spec()
 		if err != nil {
