@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -38,16 +39,15 @@ import (
 //
 // HasRank is not a wire field: rank is nil when false.
 type Affinity struct {
-	Sender    string // replica id of the publisher; set by the Replicator
-	BootID    uint64 // per-process boot id of the publisher; set by the Replicator
-	Model     string
-	Group     string
-	SessionID string
-	Worker    uint64
-	Rank      uint32 // meaningful only when HasRank
-	HasRank   bool
-	Sequence  uint64
-	Writer    uint64
+	Sender       string // replica id of the publisher; set by the Replicator
+	BootID       uint64 // per-process boot id of the publisher; set by the Replicator
+	Model        string
+	Group        string
+	SessionID    string
+	kvwire.Owner // the bound worker and rank; Rank is meaningful only when HasRank
+	HasRank      bool
+	Sequence     uint64
+	Writer       uint64
 
 	// Target, Port and TTLMillis form the optional trailer (see the layout
 	// above). Port and TTLMillis are meaningful only when Target is set: the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // BenchmarkLifecyclePropagation measures how long a lifecycle event takes
@@ -64,7 +65,7 @@ func BenchmarkLifecyclePropagation(b *testing.B) {
 			next = next.Add(time.Millisecond)
 			time.Sleep(time.Until(next)) // pacing the load, not synchronisation
 		}
-		ev := &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: "req", Worker: uint64(i),
+		ev := &Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: "req", Owner: kvwire.Owner{Worker: uint64(i)},
 			Kind: LifecycleAdd, Add: &AddData{TokenSequence: tokens, TrackPrefill: true, ISL: 512}}
 		mu.Lock()
 		sent[i] = time.Now()

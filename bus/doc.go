@@ -19,6 +19,8 @@
 //   - [Lifecycle], [Affinity] and [Heartbeat] are the wire messages, each a
 //     versioned msgpack envelope with a hand-written, forward-tolerant codec
 //     ([Encoder], [Decoder]); the exact bytes are pinned by golden files.
+//     A new message type is a MsgType constant, its body type in its own file
+//     and one entry in msgKinds (envelope.go), which names its stream.
 //   - [Transport] is the seam between the replicator and NATS; [NATSTransport]
 //     implements it over a *nats.Conn and [MemNetwork] in memory. Both pass
 //     the same conformance suite.

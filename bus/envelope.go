@@ -52,19 +52,36 @@ const (
 	TypeResyncRequest MsgType = 5
 )
 
+// msgKind registers one message type: its name, its stream (the subject family it is published
+// on and counted under: kindLifecycle, kindAffinity or kindMembers) and a constructor for Decode.
+type msgKind struct {
+	name, stream string
+	new          func() Message
+}
+
+// msgKinds is indexed by wire type; every Message's Type is registered (TestMsgKinds). Adding a
+// NATS message type is a MsgType constant, its body type in its own file, and one entry here:
+// String, Decode, DecodeInto and the publisher's subject and counters all read this table.
+var msgKinds = [...]msgKind{
+	TypeLifecycle:     {"lifecycle", kindLifecycle, func() Message { return new(Lifecycle) }},
+	TypeAffinity:      {"affinity", kindAffinity, func() Message { return new(Affinity) }},
+	TypeHeartbeat:     {"heartbeat", kindMembers, func() Message { return new(Heartbeat) }},
+	TypeLiveSet:       {"live_set", kindLifecycle, func() Message { return new(LiveSet) }},
+	TypeResyncRequest: {"resync_request", kindLifecycle, func() Message { return new(ResyncRequest) }},
+}
+
+// kind returns t's registration, or nil for a type this build does not know.
+func (t MsgType) kind() *msgKind {
+	if int(t) < len(msgKinds) && msgKinds[t].new != nil {
+		return &msgKinds[t]
+	}
+	return nil
+}
+
 // String returns the lower-case name of t.
 func (t MsgType) String() string {
-	switch t {
-	case TypeLifecycle:
-		return "lifecycle"
-	case TypeAffinity:
-		return "affinity"
-	case TypeHeartbeat:
-		return "heartbeat"
-	case TypeLiveSet:
-		return "live_set"
-	case TypeResyncRequest:
-		return "resync_request"
+	if k := t.kind(); k != nil {
+		return k.name
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -187,21 +204,11 @@ func (d *Decoder) Decode(data []byte) (Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	var m Message
-	switch h.Type {
-	case TypeLifecycle:
-		m = &Lifecycle{}
-	case TypeAffinity:
-		m = &Affinity{}
-	case TypeHeartbeat:
-		m = &Heartbeat{}
-	case TypeLiveSet:
-		m = &LiveSet{}
-	case TypeResyncRequest:
-		m = &ResyncRequest{}
-	default:
+	k := h.Type.kind()
+	if k == nil {
 		return nil, fmt.Errorf("%w: %d from %q", ErrUnknownType, h.Type, h.Sender)
 	}
+	m := k.new()
 	if err := d.body(h, m); err != nil {
 		return nil, err
 	}
@@ -216,7 +223,7 @@ func (d *Decoder) DecodeInto(data []byte, m Message) error {
 		return err
 	}
 	if h.Type != m.Type() {
-		if !knownType(h.Type) {
+		if h.Type.kind() == nil {
 			return fmt.Errorf("%w: %d from %q", ErrUnknownType, h.Type, h.Sender)
 		}
 		return fmt.Errorf("%w: got %s, want %s", ErrWrongType, h.Type, m.Type())
@@ -228,10 +235,6 @@ func (d *Decoder) DecodeInto(data []byte, m Message) error {
 // keep a Decoder instead.
 func DecodeEnvelope(data []byte) (Message, error) {
 	return NewDecoder().Decode(data)
-}
-
-func knownType(t MsgType) bool {
-	return t == TypeLifecycle || t == TypeAffinity || t == TypeHeartbeat || t == TypeLiveSet || t == TypeResyncRequest
 }
 
 func (d *Decoder) header(data []byte) (Header, error) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Forged-message storm: 60,000 random, mutated and truncated messages, published by a client
@@ -45,7 +47,7 @@ func TestForgedStormChangesOnlyCounters(t *testing.T) {
 		&LiveSet{Sender: peer, BootID: p.BootID(), Model: "m", SetID: 1, Chunks: 1},
 		&LiveSet{Sender: peer, BootID: p.BootID(), Model: "m", SetID: 2, Chunk: 0, Chunks: 3, IDs: []string{"a", "b"}},
 		&ResyncRequest{Sender: peer, BootID: p.BootID(), Target: recv},
-		&Affinity{Sender: peer, BootID: p.BootID(), Model: "m", SessionID: "s", Worker: 1},
+		&Affinity{Sender: peer, BootID: p.BootID(), Model: "m", SessionID: "s", Owner: kvwire.Owner{Worker: 1}},
 	} {
 		b, err := Marshal(m)
 		if err != nil {

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -19,16 +20,13 @@ const (
 
 // String returns the kind's name.
 func (k LifecycleKind) String() string {
-	switch k {
-	case LifecycleAdd:
-		return "add"
-	case LifecyclePrefillComplete:
-		return "prefill_complete"
-	case LifecycleFree:
-		return "free"
+	if int(k) < len(lifecycleKindNames) && lifecycleKindNames[k] != "" {
+		return lifecycleKindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
+
+var lifecycleKindNames = [...]string{LifecycleAdd: "add", LifecyclePrefillComplete: "prefill_complete", LifecycleFree: "free"}
 
 // Lifecycle is one booking event of a replica, fanned out to its peers so
 // their active-load accounting follows the booking replica's.
@@ -43,16 +41,15 @@ func (k LifecycleKind) String() string {
 //	[ model str, group str, block_size u32, request_id str,
 //	  worker u64, rank u32, kind u8, add (nil | AddData array) ]
 type Lifecycle struct {
-	Sender    string // replica id of the publisher; set by the Replicator
-	BootID    uint64 // per-process boot id of the publisher; set by the Replicator
-	Model     string
-	Group     string // routing group
-	BlockSize uint32
-	RequestID string
-	Worker    uint64
-	Rank      uint32 // data-parallel rank
-	Kind      LifecycleKind
-	Add       *AddData // present for LifecycleAdd only
+	Sender       string // replica id of the publisher; set by the Replicator
+	BootID       uint64 // per-process boot id of the publisher; set by the Replicator
+	Model        string
+	Group        string // routing group
+	BlockSize    uint32
+	RequestID    string
+	kvwire.Owner // the booked worker and data-parallel rank
+	Kind         LifecycleKind
+	Add          *AddData // present for LifecycleAdd only
 }
 
 // AddData is the admission payload of a [LifecycleAdd] event.
@@ -62,15 +59,14 @@ type Lifecycle struct {
 //	[ tokens [u64], track_prefill bool, prefill_tokens u64,
 //	  expected_output (nil | u32), lora str, isl u64, republish bool? ]
 //
-// HasExpectedOutput is not a wire field: expected_output is nil when false. republish (added
+// ExpectedOutputTokens nil is expected_output nil (as the engine's *uint32). republish (added
 // after the first layout, append-only) is written only when true, so the bytes of an ordinary
 // admission are unchanged; readers that predate it skip it.
 type AddData struct {
 	TokenSequence        []uint64 // tracking hashes of the prompt's blocks
 	TrackPrefill         bool
 	PrefillTokens        uint64
-	ExpectedOutputTokens uint32 // meaningful only when HasExpectedOutput
-	HasExpectedOutput    bool
+	ExpectedOutputTokens *uint32 // nil when the request gave none
 	LoraName             string
 	ISL                  uint64 // input sequence length in tokens
 	// Republish marks an anti-entropy copy of an admission the sender made earlier (not a new
@@ -176,8 +172,8 @@ func (a *AddData) encode(enc *msgpack.Encoder) error {
 		return err
 	}
 	var err error
-	if a.HasExpectedOutput {
-		err = enc.EncodeUint(uint64(a.ExpectedOutputTokens))
+	if a.ExpectedOutputTokens != nil {
+		err = enc.EncodeUint(uint64(*a.ExpectedOutputTokens))
 	} else {
 		err = enc.EncodeNil()
 	}
@@ -259,10 +255,11 @@ func (l *Lifecycle) decodeBody(d *Decoder) error {
 	return l.Validate()
 }
 
-// decode reads an AddData array. A nil token sequence decodes as empty,
-// and expected_output nil means HasExpectedOutput false with
-// ExpectedOutputTokens zero: decoded values are always in the canonical
-// form the encoder would produce, which keeps round trips exact.
+// decode reads an AddData array. A nil token sequence decodes as empty and
+// expected_output nil as a nil ExpectedOutputTokens (a present one is a
+// fresh pointer, never shared with an earlier decode): decoded values are
+// always in the canonical form the encoder would produce, which keeps round
+// trips exact.
 func (a *AddData) decode(d *Decoder) error {
 	n, err := d.arrayLen()
 	if err != nil {
@@ -301,12 +298,13 @@ func (a *AddData) decode(d *Decoder) error {
 	if isNil, err = d.isNil(); err != nil {
 		return malformed("expected output", err)
 	}
-	a.HasExpectedOutput = !isNil
-	a.ExpectedOutputTokens = 0
+	a.ExpectedOutputTokens = nil
 	if !isNil {
-		if a.ExpectedOutputTokens, err = d.uint32(); err != nil {
+		v, err := d.uint32()
+		if err != nil {
 			return malformed("expected output", err)
 		}
+		a.ExpectedOutputTokens = &v
 	}
 	if a.LoraName, err = d.str(); err != nil {
 		return malformed("lora name", err)

@@ -423,16 +423,6 @@ type replicatorCounters struct {
 	restarts                        atomic.Uint64
 }
 
-func (r *Replicator) counters(t MsgType) *streamCounters {
-	switch t {
-	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
-		return &r.st.lifecycle
-	case TypeAffinity:
-		return &r.st.affinity
-	}
-	return &r.st.heartbeats
-}
-
 // Stats returns a snapshot of the counters.
 func (r *Replicator) Stats() Stats {
 	r.mu.Lock()

@@ -130,13 +130,12 @@ func (p *publisher) heartbeat(leaving bool) {
 func (p *publisher) send(m Message) {
 	r := p.r
 	m.setOrigin(r.cfg.ReplicaID, r.boot)
-	c := r.counters(m.Type())
-	subject, v1 := r.ownMembers, r.subjects.Members()
-	switch m.Type() {
-	case TypeLifecycle, TypeLiveSet, TypeResyncRequest:
-		subject, v1 = r.ownLifecycle, r.subjects.Lifecycle()
-	case TypeAffinity:
-		subject, v1 = r.ownAffinity, r.subjects.Affinity()
+	c, subject, v1 := &r.st.heartbeats, r.ownMembers, r.subjects.Members()
+	switch msgKinds[m.Type()].stream {
+	case kindLifecycle:
+		c, subject, v1 = &r.st.lifecycle, r.ownLifecycle, r.subjects.Lifecycle()
+	case kindAffinity:
+		c, subject, v1 = &r.st.affinity, r.ownAffinity, r.subjects.Affinity()
 	}
 	data, err := p.enc.Encode(m)
 	if err == nil {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The service speaks the engine's request and response types; these aliases let embedders use
@@ -26,7 +27,7 @@ type (
 	PotentialLoad       = engine.PotentialLoad
 	OverlapScores       = engine.OverlapScores
 	PartitionKey        = engine.PartitionKey
-	Owner               = engine.Owner
+	Owner               = kvwire.Owner
 	ReplicaEvent        = engine.ReplicaEvent
 	QueueRejection      = engine.QueueRejection
 	EngineConfig        = engine.Config

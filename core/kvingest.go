@@ -8,6 +8,7 @@ import (
 	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/bus/kvlisten"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // kvIngest owns the KV-event listeners: one ZMQ SUB per (worker, global DP rank), reconciled
@@ -261,7 +262,7 @@ func translate(dst []engine.KVEvent, evs []kvevents.Event) []engine.KVEvent {
 		if !ev.Indexable() {
 			continue
 		}
-		out := engine.KVEvent{Tier: engine.Tier(ev.Medium)}
+		out := engine.KVEvent{Tier: ev.Medium}
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
 			out.Kind = engine.KVStored
@@ -283,7 +284,7 @@ func translate(dst []engine.KVEvent, evs []kvevents.Event) []engine.KVEvent {
 
 // ApplyKVEvents applies one rank's batch of KV events (the listeners' entry point; embedders
 // with their own event transport may call it directly).
-func (s *Service) ApplyKVEvents(o engine.Owner, evs []engine.KVEvent) engine.KVApplyStats {
+func (s *Service) ApplyKVEvents(o kvwire.Owner, evs []engine.KVEvent) engine.KVApplyStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.eng.ApplyKVEvents(o, evs)
@@ -293,7 +294,7 @@ func (s *Service) ApplyKVEvents(o engine.Owner, evs []engine.KVEvent) engine.KVA
 }
 
 // ClearRankBlocks drops every indexed block of one rank.
-func (s *Service) ClearRankBlocks(o engine.Owner) {
+func (s *Service) ClearRankBlocks(o kvwire.Owner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.eng.ClearOwnerBlocks(o)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // DefaultMaxKVListeners bounds the KV-event listeners (one ZMQ SUB socket, goroutine and
@@ -25,7 +26,7 @@ const DefaultMaxKVListeners = 4096
 
 // listenerBook is kvIngest's count of started listeners by endpoint (guarded by kvIngest.mu).
 type listenerBook struct {
-	byEndpoint map[string]engine.Owner
+	byEndpoint map[string]kvwire.Owner
 	refused    uint64
 }
 
@@ -53,7 +54,7 @@ func (kv *kvIngest) noteStarted(rl *rankListener) {
 		return
 	}
 	if kv.book.byEndpoint == nil {
-		kv.book.byEndpoint = make(map[string]engine.Owner)
+		kv.book.byEndpoint = make(map[string]kvwire.Owner)
 	}
 	kv.book.byEndpoint[endpointKey(rl.src)] = rl.src.Owner
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Unit and property tests of the KV-ingestion glue in kvingest.go: wire events → engine events
@@ -123,7 +124,7 @@ func ingestBatch(dpRank int, evs ...kvevents.Event) []byte {
 func TestTranslate(t *testing.T) {
 	stored := kvevents.Event{
 		Kind: kvevents.KindBlockStored, BlockHashes: []uint64{7, 8}, Parent: 6, HasParent: true,
-		TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: kvevents.MediumHostPinned,
+		TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: kvwire.TierHostPinned,
 		LoraName: "ad", CacheSalt: "salt", MMHashes: [][]uint64{{9}, nil},
 	}
 	eagle := kvevents.Event{Kind: kvevents.KindBlockStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 2, Eagle: true}
@@ -135,13 +136,13 @@ func TestTranslate(t *testing.T) {
 		want []engine.KVEvent
 	}{
 		{"stored keeps every indexing field", stored, []engine.KVEvent{{
-			Kind: engine.KVStored, Tier: engine.Tier(kvevents.MediumHostPinned), BlockHashes: []uint64{7, 8},
+			Kind: engine.KVStored, Tier: kvwire.TierHostPinned, BlockHashes: []uint64{7, 8},
 			Parent: 6, HasParent: true, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 2,
 			LoraName: "ad", CacheSalt: "salt", MMHashes: [][]uint64{{9}, nil},
 		}}},
 		{"stored eagle", eagle, []engine.KVEvent{{Kind: engine.KVStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 2, Eagle: true}}},
-		{"removed on disk", kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: []uint64{5}, Medium: kvevents.MediumDisk},
-			[]engine.KVEvent{{Kind: engine.KVRemoved, Tier: engine.Tier(kvevents.MediumDisk), BlockHashes: []uint64{5}}}},
+		{"removed on disk", kvevents.Event{Kind: kvevents.KindBlockRemoved, BlockHashes: []uint64{5}, Medium: kvwire.TierDisk},
+			[]engine.KVEvent{{Kind: engine.KVRemoved, Tier: kvwire.TierDisk, BlockHashes: []uint64{5}}}},
 		{"cleared", kvevents.Event{Kind: kvevents.KindAllBlocksCleared}, []engine.KVEvent{{Kind: engine.KVCleared}}},
 		{"group 0 is indexed", withGroup(eagle, 0), []engine.KVEvent{{Kind: engine.KVStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3}, BlockSize: 2, Eagle: true}}},
 		{"group 1 is ignored", withGroup(stored, 1), nil},

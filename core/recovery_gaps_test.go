@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // gapHistory generates KV event histories over a tiny prompt universe (paths of block labels),
@@ -46,7 +47,7 @@ func gapTokens(p []uint32, n int) []uint32 {
 
 // gapExt is the owner's external hash of block i of path p: a function of the owner and the
 // block's content prefix, as an engine's hash is.
-func gapExt(o engine.Owner, p []uint32, i int) uint64 {
+func gapExt(o kvwire.Owner, p []uint32, i int) uint64 {
 	f := fnv.New64a()
 	var b [4]byte
 	for _, v := range []uint32{uint32(o.Worker), o.Rank} {
@@ -61,8 +62,8 @@ func gapExt(o engine.Owner, p []uint32, i int) uint64 {
 
 // step returns one owner's random batch: a store of a path prefix (from the root, or of a
 // suffix under a held parent), or the removal of a random block (often a middle one).
-func (h *gapHistory) step() (engine.Owner, []engine.KVEvent) {
-	o := engine.Owner{Worker: uint64(1 + h.r.IntN(h.workers)), Rank: uint32(h.r.IntN(2))}
+func (h *gapHistory) step() (kvwire.Owner, []engine.KVEvent) {
+	o := kvwire.Owner{Worker: uint64(1 + h.r.IntN(h.workers)), Rank: uint32(h.r.IntN(2))}
 	p := h.paths[h.r.IntN(len(h.paths))]
 	n := 1 + h.r.IntN(len(p))
 	ext := func(from, to int) []uint64 {
@@ -72,9 +73,9 @@ func (h *gapHistory) step() (engine.Owner, []engine.KVEvent) {
 		}
 		return out
 	}
-	tier := engine.Tier(0)
+	tier := kvwire.Tier(0)
 	if h.r.IntN(4) == 0 {
-		tier = engine.Tier(1)
+		tier = kvwire.Tier(1)
 	}
 	switch op := h.r.IntN(10); {
 	case op < 4:

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/kvselect/kvselect/recovery"
 )
 
@@ -73,7 +74,7 @@ func seedIndex(t testing.TB, svc *Service, sh indexShape, rng *rand.Rand) (block
 	t.Helper()
 	for w := 1; w <= sh.workers; w++ {
 		for r := uint32(0); r < 2; r++ {
-			o := engine.Owner{Worker: uint64(w), Rank: r}
+			o := kvwire.Owner{Worker: uint64(w), Rank: r}
 			var evs []engine.KVEvent
 			for c := 0; c < sh.chains; c++ {
 				toks := sh.prompt(o.Worker, r, c)
@@ -84,7 +85,7 @@ func seedIndex(t testing.TB, svc *Service, sh indexShape, rng *rand.Rand) (block
 				}
 				evs = append(evs, engine.KVEvent{Kind: engine.KVStored, BlockHashes: ext, TokenIDs: toks, BlockSize: 4})
 				if rng.IntN(3) == 0 {
-					evs = append(evs, engine.KVEvent{Kind: engine.KVStored, Tier: engine.Tier(1), BlockHashes: ext[:n/2], TokenIDs: toks[:4*(n/2)], BlockSize: 4})
+					evs = append(evs, engine.KVEvent{Kind: engine.KVStored, Tier: kvwire.Tier(1), BlockHashes: ext[:n/2], TokenIDs: toks[:4*(n/2)], BlockSize: 4})
 				}
 				if rng.IntN(4) == 0 {
 					evs = append(evs, engine.KVEvent{Kind: engine.KVRemoved, BlockHashes: ext[n-1:]})
@@ -116,7 +117,7 @@ type tuple struct {
 	bs        uint32
 	worker    uint64
 	rank      uint32
-	tier      recovery.Tier
+	tier      kvwire.Tier
 	hasParent bool
 	parent    uint64
 	ext, loc  uint64

@@ -2,6 +2,7 @@ package core
 
 import (
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 	"github.com/kvselect/kvselect/recovery"
 )
 
@@ -45,8 +46,8 @@ func (k *stagingSink) Begin(p recovery.Partition) error {
 // index. A malformed event poisons the partition (the error rejects it).
 func (k *stagingSink) Event(ev *recovery.RouterEvent) error {
 	e := &k.ev
-	e.Owner = engine.Owner{Worker: ev.WorkerID, Rank: ev.DPRank}
-	e.Tier = engine.Tier(ev.Tier) // same numbering: TestRecoveryTiersMatchEngine
+	e.Owner = kvwire.Owner{Worker: ev.WorkerID, Rank: ev.DPRank}
+	e.Tier = ev.Tier
 	e.Parent, e.HasParent = ev.Parent, ev.HasParent
 	e.Blocks, e.Removed = e.Blocks[:0], nil
 	switch ev.Kind {

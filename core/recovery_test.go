@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
-	"github.com/kvselect/kvselect/core/engine/radix"
 	"github.com/kvselect/kvselect/recovery"
 )
 
@@ -230,20 +229,5 @@ func TestRecoveryModes(t *testing.T) {
 	}
 	if m := (Config{}).withDefaults().Recovery.NATS; m != NATSRecoveryAuto {
 		t.Errorf("default mode %q", m)
-	}
-}
-
-// TestRecoveryTiersMatchEngine pins the numbering the recovery sink relies on when it converts
-// recovery.Tier to engine.Tier with a plain cast: every engine tier has the same wire name in
-// the recovery format, and the first number past the engine's tiers is invalid in both.
-func TestRecoveryTiersMatchEngine(t *testing.T) {
-	for n := range uint8(radix.NumTiers) + 1 {
-		e, r := engine.Tier(n).String(), recovery.Tier(n).String()
-		if e != r {
-			t.Errorf("tier %d: engine %q, recovery %q", n, e, r)
-		}
-		if valid := n < uint8(radix.NumTiers); valid == strings.HasPrefix(r, "tier(") {
-			t.Errorf("tier %d: recovery name %q, engine validity %v", n, r, valid)
-		}
 	}
 }

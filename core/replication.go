@@ -161,7 +161,7 @@ func (br *BusReplicator) Publish(ev *engine.ReplicaEvent) {
 func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 	lc := &bus.Lifecycle{
 		Model: ev.Partition.Model, Group: ev.Partition.Group, BlockSize: ev.BlockSize,
-		RequestID: ev.RequestID, Worker: ev.Owner.Worker, Rank: ev.Owner.Rank,
+		RequestID: ev.RequestID, Owner: ev.Owner,
 	}
 	switch ev.Kind {
 	case engine.LifecycleAdd:
@@ -169,10 +169,7 @@ func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 		a := ev.Add
 		lc.Add = &bus.AddData{
 			TokenSequence: a.TokenSequence, TrackPrefill: a.TrackPrefill, PrefillTokens: a.PrefillTokens,
-			LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish,
-		}
-		if a.ExpectedOutputTokens != nil {
-			lc.Add.ExpectedOutputTokens, lc.Add.HasExpectedOutput = *a.ExpectedOutputTokens, true
+			ExpectedOutputTokens: a.ExpectedOutputTokens, LoraName: a.LoraName, ISL: a.ISL, Republish: a.Republish,
 		}
 	case engine.LifecyclePrefillComplete:
 		lc.Kind = bus.LifecyclePrefillComplete
@@ -188,7 +185,7 @@ func (br *BusReplicator) publishBus(ev *engine.ReplicaEvent) {
 func (br *BusReplicator) PublishAffinity(ev *engine.AffinityEvent) {
 	br.r.PublishAffinity(&bus.Affinity{
 		Model: ev.Partition.Model, Group: ev.Partition.Group, SessionID: ev.SessionID,
-		Worker: ev.Owner.Worker, Rank: ev.Owner.Rank, HasRank: true, Sequence: ev.Sequence, Writer: ev.Writer,
+		Owner: ev.Owner, HasRank: true, Sequence: ev.Sequence, Writer: ev.Writer,
 	})
 }
 
@@ -201,7 +198,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 	}
 	br.svc.ApplyAffinity(&engine.AffinityEvent{
 		Partition: engine.PartitionKey{Model: a.Model, Group: a.Group}, SessionID: a.SessionID,
-		Owner: engine.Owner{Worker: a.Worker, Rank: a.Rank}, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
+		Owner: a.Owner, Sequence: a.Sequence, Writer: a.Writer, Sender: a.Sender,
 	})
 }
 
@@ -209,7 +206,7 @@ func (br *BusReplicator) applyAffinity(a *bus.Affinity) {
 func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 	ev := engine.ReplicaEvent{
 		Partition: engine.PartitionKey{Model: lc.Model, Group: lc.Group}, BlockSize: lc.BlockSize,
-		RequestID: lc.RequestID, Owner: engine.Owner{Worker: lc.Worker, Rank: lc.Rank}, Sender: lc.Sender,
+		RequestID: lc.RequestID, Owner: lc.Owner, Sender: lc.Sender,
 	}
 	switch lc.Kind {
 	case bus.LifecycleAdd:
@@ -218,13 +215,8 @@ func (br *BusReplicator) apply(lc *bus.Lifecycle) {
 		}
 		ev.Kind = engine.LifecycleAdd
 		ev.Add = &engine.ReplicaAdd{
-			TokenSequence: lc.Add.TokenSequence, TrackPrefill: lc.Add.TrackPrefill,
-			PrefillTokens: lc.Add.PrefillTokens, LoraName: lc.Add.LoraName, ISL: lc.Add.ISL,
-			Republish: lc.Add.Republish,
-		}
-		if lc.Add.HasExpectedOutput {
-			v := lc.Add.ExpectedOutputTokens
-			ev.Add.ExpectedOutputTokens = &v
+			TokenSequence: lc.Add.TokenSequence, TrackPrefill: lc.Add.TrackPrefill, PrefillTokens: lc.Add.PrefillTokens,
+			ExpectedOutputTokens: lc.Add.ExpectedOutputTokens, LoraName: lc.Add.LoraName, ISL: lc.Add.ISL, Republish: lc.Add.Republish,
 		}
 	case bus.LifecyclePrefillComplete:
 		ev.Kind = engine.LifecyclePrefillComplete

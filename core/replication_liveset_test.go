@@ -11,6 +11,7 @@ import (
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/bus/natstest"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Tests of replication_liveset.go: the reassembly and release rule against a real engine (no
@@ -48,7 +49,7 @@ func newLiveSetRig(t *testing.T) *liveSetRig {
 func (r *liveSetRig) mirror(t *testing.T, sender, id string, w uint64) {
 	t.Helper()
 	ev := &engine.ReplicaEvent{Partition: engine.PartitionKey{Model: engine.DefaultName, Group: engine.DefaultName},
-		BlockSize: 4, RequestID: id, Owner: engine.Owner{Worker: w}, Sender: sender, Kind: engine.LifecycleAdd,
+		BlockSize: 4, RequestID: id, Owner: kvwire.Owner{Worker: w}, Sender: sender, Kind: engine.LifecycleAdd,
 		Add: &engine.ReplicaAdd{TokenSequence: []uint64{uint64(len(id)), 7}, ISL: 8}}
 	if !r.svc.ApplyReplica(ev) {
 		t.Fatalf("mirroring %s from %s was refused", id, sender)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Anti-entropy for replica lifecycle sync.
@@ -96,7 +97,7 @@ func (t *ResyncTrigger) Fire() {
 type localBooking struct {
 	add      *engine.ReplicaAdd // the ledger's own copy: prefill is cleared in place
 	key      engine.PartitionKey
-	owner    engine.Owner
+	owner    kvwire.Owner
 	id       string
 	bs       uint32
 	admitted time.Time // service clock at admission, for pruning
@@ -397,7 +398,7 @@ func (r *resyncer) announce() {
 
 // ownerLive reports whether rank o is still a schedulable member of partition key. A
 // booking whose worker was deleted (or moved) is gone from the engine without a free event.
-func ownerLive(eng *engine.Engine, key engine.PartitionKey, o engine.Owner) bool {
+func ownerLive(eng *engine.Engine, key engine.PartitionKey, o kvwire.Owner) bool {
 	rec, ok := eng.Worker(o.Worker)
 	if !ok || rec.Lifecycle != engine.LifecycleSchedulable || rec.ModelName != key.Model || rec.RoutingGroup != key.Group {
 		return false

@@ -3,8 +3,9 @@ package recovery
 import (
 	"cmp"
 	"errors"
-	"strconv"
 	"strings"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Sentinel errors. Every error this package returns wraps one of them (and, for transport
@@ -49,41 +50,6 @@ func ParseKey(key string) (Partition, error) {
 	return Partition{Model: m, Group: g}, nil
 }
 
-// Tier is a storage tier of the recovery format. It numbers the tiers in the engine's match order
-// (device, host_pinned, disk, external) with the engine's wire names, so core converts with a
-// plain cast (core/recovery_sink.go; TestRecoveryTiersMatchEngine pins the agreement). It is its
-// own type so that this package never imports core.
-type Tier uint8
-
-// Storage tiers in match order; numTiers and above are invalid.
-const (
-	TierDevice Tier = iota
-	TierHostPinned
-	TierDisk
-	TierExternal
-	numTiers
-)
-
-var tierNames = [numTiers]string{"device", "host_pinned", "disk", "external"}
-
-// String returns the tier's wire name, or "tier(N)" for an invalid tier.
-func (t Tier) String() string {
-	if t < numTiers {
-		return tierNames[t]
-	}
-	return "tier(" + strconv.Itoa(int(t)) + ")"
-}
-
-// parseTier maps a wire name to its Tier; ok is false for an unknown name.
-func parseTier(s []byte) (Tier, bool) {
-	for i, n := range tierNames {
-		if n == string(s) {
-			return Tier(i), true
-		}
-	}
-	return 0, false
-}
-
 // EventKind is the variant of a RouterEvent's data.
 type EventKind uint8
 
@@ -113,7 +79,7 @@ type Block struct {
 type RouterEvent struct {
 	WorkerID  uint64
 	DPRank    uint32
-	Tier      Tier
+	Tier      kvwire.Tier
 	EventID   uint64
 	Kind      EventKind
 	Parent    uint64 // stored: the owner's block the chain hangs under, iff HasParent

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestParseDynamoFixture parses a dump written by hand in Dynamo's exact format (spec §11.2):
@@ -45,12 +47,12 @@ func TestParseDynamoFixture(t *testing.T) {
 			{16998148715716822651, 1088361764653601668}, {16790386768269814709, 16024980976528976948}}}},
 		{1, RouterEvent{WorkerID: 2, DPRank: 1, EventID: 1, Kind: EventStored, Blocks: []Block{{101, 9143094415614847814}}}},
 		{2, RouterEvent{WorkerID: 2, DPRank: 1, EventID: 2, Kind: EventStored, Parent: 101, HasParent: true, Blocks: []Block{{102, 12124091508212882195}}}},
-		{3, RouterEvent{WorkerID: 2, DPRank: 1, Tier: TierHostPinned, EventID: 3, Kind: EventStored, Parent: 102, HasParent: true, Blocks: []Block{{103, 1088361764653601668}}}},
+		{3, RouterEvent{WorkerID: 2, DPRank: 1, Tier: kvwire.TierHostPinned, EventID: 3, Kind: EventStored, Parent: 102, HasParent: true, Blocks: []Block{{103, 1088361764653601668}}}},
 		{4, RouterEvent{WorkerID: 3, EventID: 4, Kind: EventStored, Blocks: []Block{{201, 9143094415614847814}, {202, 12124091508212882195}}}},
 		{5, RouterEvent{WorkerID: 3, EventID: 5, Kind: EventRemoved, Blocks: []Block{}, Removed: []uint64{202}}},
-		{6, RouterEvent{WorkerID: 4, Tier: TierDisk, EventID: 6, Kind: EventStored, Blocks: []Block{{301, 9143094415614847814}}}},
+		{6, RouterEvent{WorkerID: 4, Tier: kvwire.TierDisk, EventID: 6, Kind: EventStored, Blocks: []Block{{301, 9143094415614847814}}}},
 		{7, RouterEvent{WorkerID: 4, EventID: 7, Kind: EventCleared, Blocks: []Block{}}},
-		{8, RouterEvent{WorkerID: 5, Tier: TierExternal, EventID: 8, Kind: EventStored, Blocks: []Block{{401, 9143094415614847814}}}},
+		{8, RouterEvent{WorkerID: 5, Tier: kvwire.TierExternal, EventID: 8, Kind: EventStored, Blocks: []Block{{401, 9143094415614847814}}}},
 	}
 	if len(ev) != len(checks) {
 		t.Fatalf("%d events, want %d", len(ev), len(checks))
@@ -350,7 +352,7 @@ func randomDump(rng *rand.Rand) ([]byte, []recPart) {
 				b.WriteByte(',')
 			}
 			ws()
-			ev := RouterEvent{WorkerID: rng.Uint64() >> rng.IntN(64), DPRank: uint32(rng.IntN(8)), EventID: uint64(e), Tier: Tier(rng.IntN(4))}
+			ev := RouterEvent{WorkerID: rng.Uint64() >> rng.IntN(64), DPRank: uint32(rng.IntN(8)), EventID: uint64(e), Tier: kvwire.Tier(rng.IntN(4))}
 			var data string
 			switch rng.IntN(3) {
 			case 0:
@@ -383,7 +385,7 @@ func randomDump(rng *rand.Rand) ([]byte, []recPart) {
 				data = `"cleared"`
 			}
 			tier := ""
-			if ev.Tier != TierDevice || rng.IntN(2) == 0 {
+			if ev.Tier != kvwire.TierDevice || rng.IntN(2) == 0 {
 				tier = fmt.Sprintf(`"storage_tier":%q,`, ev.Tier.String())
 			}
 			if rng.IntN(2) == 0 {

@@ -80,7 +80,7 @@ func appendMsgspecMapEvent(dst []byte, e *Event) []byte {
 		dst = appendMapLen(dst, 3)
 		dst = appendString(appendString(dst, "type"), TagBlockRemoved)
 		dst = appendHashes(appendString(dst, "block_hashes"), e.BlockHashes)
-		return appendString(appendString(dst, "medium"), e.Medium.String())
+		return appendString(appendString(dst, "medium"), MediumString(e.Medium))
 	}
 	dst = appendMapLen(dst, 10)
 	dst = appendString(appendString(dst, "type"), TagBlockStored)
@@ -89,7 +89,7 @@ func appendMsgspecMapEvent(dst []byte, e *Event) []byte {
 	dst = appendTokens(appendString(dst, "token_ids"), e)
 	dst = appendInt(appendString(dst, "block_size"), int64(e.BlockSize))
 	dst = appendNil(appendString(dst, "lora_id"))
-	dst = appendString(appendString(dst, "medium"), e.Medium.String())
+	dst = appendString(appendString(dst, "medium"), MediumString(e.Medium))
 	dst = appendNil(appendString(dst, "lora_name"))
 	dst = appendInt(appendString(dst, "group_idx"), e.GroupIdx)
 	return appendString(appendString(dst, "kv_cache_spec_kind"), e.SpecKind)

@@ -24,7 +24,7 @@ import (
 // Integers use msgspec's shortest forms (unsigned codes for non-negative
 // values); hashes are written as unsigned integers; token_ids of an Eagle
 // event with at least two tokens are written as bigrams; medium is
-// Medium.String(); MMHashes become extra_keys entries of 64-hex identifiers
+// MediumString(...); MMHashes become extra_keys entries of 64-hex identifiers
 // whose first 16 digits are the hash (so they decode to the same values).
 //
 // Fields vLLM's positional schema has no slot for are appended as extra
@@ -69,7 +69,7 @@ func appendEvent(dst []byte, e *Event) []byte {
 		dst = appendTokens(dst, e)
 		dst = appendInt(dst, int64(e.BlockSize))
 		dst = appendNil(dst) // lora_id (deprecated)
-		dst = appendString(dst, e.Medium.String())
+		dst = appendString(dst, MediumString(e.Medium))
 		dst = appendOptString(dst, e.LoraName)
 		dst = appendExtraKeys(dst, e.MMHashes)
 		dst = appendOptInt(dst, e.GroupIdx, e.HasGroupIdx)
@@ -86,7 +86,7 @@ func appendEvent(dst []byte, e *Event) []byte {
 		dst = appendArrayLen(dst, n)
 		dst = appendString(dst, TagBlockRemoved)
 		dst = appendHashes(dst, e.BlockHashes)
-		dst = appendString(dst, e.Medium.String())
+		dst = appendString(dst, MediumString(e.Medium))
 		dst = appendOptInt(dst, e.GroupIdx, e.HasGroupIdx)
 		if n >= 6 {
 			dst = appendOptString(dst, e.SpecKind)

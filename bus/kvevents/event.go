@@ -2,7 +2,8 @@ package kvevents
 
 import (
 	"bytes"
-	"strings"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Kind is the type of one KV event.
@@ -42,66 +43,44 @@ func (k Kind) String() string {
 	return "Invalid"
 }
 
-// Medium is the storage tier an event refers to.
-type Medium uint8
-
-// Storage tiers, in the router's query order. Absent or unknown medium
-// strings map to MediumDevice.
-const (
-	MediumDevice Medium = iota
-	MediumHostPinned
-	MediumDisk
-	MediumExternal
-)
-
 // ParseMedium maps a wire medium string to a tier (ASCII case-insensitive):
 // GPU/DEVICE → device; CPU/CPU_PINNED/CPU_TIER1 → host pinned;
 // CPU_TIER2/DISK/NVME → disk; EXTERNAL/NETWORK/REMOTE/SHARED → external;
-// anything else (including "") → device.
-func ParseMedium(s string) Medium {
-	for _, m := range mediumNames {
-		if strings.EqualFold(s, m.name) {
-			return m.medium
-		}
-	}
-	return MediumDevice
-}
+// anything else (including "") → device. The tiers are kvwire's, in the router's query order.
+func ParseMedium(s string) kvwire.Tier { return parseMediumBytes([]byte(s)) }
 
 // parseMediumBytes is ParseMedium for decoder scratch bytes (no allocation).
-func parseMediumBytes(s []byte) Medium {
+func parseMediumBytes(s []byte) kvwire.Tier {
 	for _, m := range mediumNames {
 		if bytes.EqualFold(s, []byte(m.name)) {
 			return m.medium
 		}
 	}
-	return MediumDevice
+	return kvwire.TierDevice
 }
 
 // mediumNames lists the non-device medium spellings seen in vLLM, SGLang,
 // the offloading connectors and Dynamo; "GPU"/"DEVICE" and anything else
-// fall through to MediumDevice.
+// fall through to kvwire.TierDevice.
 var mediumNames = [...]struct {
 	name   string
-	medium Medium
+	medium kvwire.Tier
 }{
-	{"CPU", MediumHostPinned}, {"CPU_PINNED", MediumHostPinned}, {"CPU_TIER1", MediumHostPinned},
-	{"CPU_TIER2", MediumDisk}, {"DISK", MediumDisk}, {"NVME", MediumDisk},
-	{"EXTERNAL", MediumExternal}, {"NETWORK", MediumExternal}, {"REMOTE", MediumExternal}, {"SHARED", MediumExternal},
+	{"CPU", kvwire.TierHostPinned}, {"CPU_PINNED", kvwire.TierHostPinned}, {"CPU_TIER1", kvwire.TierHostPinned},
+	{"CPU_TIER2", kvwire.TierDisk}, {"DISK", kvwire.TierDisk}, {"NVME", kvwire.TierDisk},
+	{"EXTERNAL", kvwire.TierExternal}, {"NETWORK", kvwire.TierExternal}, {"REMOTE", kvwire.TierExternal}, {"SHARED", kvwire.TierExternal},
 }
 
-// String returns the canonical wire string of m: "GPU", "CPU_PINNED",
-// "DISK" or "EXTERNAL".
-func (m Medium) String() string {
-	switch m {
-	case MediumHostPinned:
-		return "CPU_PINNED"
-	case MediumDisk:
-		return "DISK"
-	case MediumExternal:
-		return "EXTERNAL"
+// MediumString returns the canonical wire string of tier m: "GPU", "CPU_PINNED",
+// "DISK" or "EXTERNAL" ("GPU" for an invalid tier).
+func MediumString(m kvwire.Tier) string {
+	if m < kvwire.NumTiers {
+		return mediumWire[m]
 	}
 	return "GPU"
 }
+
+var mediumWire = [kvwire.NumTiers]string{"GPU", "CPU_PINNED", "DISK", "EXTERNAL"}
 
 // Locality is the optional "locality" of a map-form event.
 type Locality uint8
@@ -165,7 +144,7 @@ type Event struct {
 	BlockSize int
 
 	// Medium is the storage tier (device when absent).
-	Medium Medium
+	Medium kvwire.Tier
 	// LoraName is the adapter name ("" when none); CacheSalt the cache
 	// namespace from a map event's cache_salt or SGLang's metadata element.
 	LoraName, CacheSalt string

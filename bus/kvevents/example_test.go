@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvselect/kvselect/bus/kvevents"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // A mock worker encodes a batch; a listener parses the frames and decodes
@@ -11,7 +12,7 @@ import (
 func ExampleDecoder_Decode() {
 	out := kvevents.Batch{TS: 1700000000.5, HasDPRank: true, Events: []kvevents.Event{{
 		Kind: kvevents.KindBlockStored, BlockHashes: []uint64{11, 12},
-		TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, BlockSize: 4, Medium: kvevents.MediumHostPinned,
+		TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, BlockSize: 4, Medium: kvwire.TierHostPinned,
 	}, {Kind: kvevents.KindBlockRemoved, BlockHashes: []uint64{10}}}}
 	frames := [][]byte{[]byte("kv@pod-a@model"), kvevents.AppendReplayRequest(nil, 41), kvevents.AppendBatch(nil, &out)}
 
@@ -26,7 +27,7 @@ func ExampleDecoder_Decode() {
 	}
 	fmt.Printf("%s seq=%d rank=%d\n", topic, seq, in.DPRank)
 	for _, e := range in.Events {
-		fmt.Println(e.Kind, e.BlockHashes, e.TokenIDs, e.Medium, e.Indexable())
+		fmt.Println(e.Kind, e.BlockHashes, e.TokenIDs, kvevents.MediumString(e.Medium), e.Indexable())
 	}
 	// Output:
 	// kv@pod-a@model seq=41 rank=0

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 func TestParseLive(t *testing.T) {
@@ -89,11 +91,11 @@ func TestAppendReplayRequest(t *testing.T) {
 }
 
 func TestParseMedium(t *testing.T) {
-	cases := map[string]Medium{
-		"GPU": MediumDevice, "DEVICE": MediumDevice, "": MediumDevice, "weird": MediumDevice,
-		"CPU": MediumHostPinned, "cpu_pinned": MediumHostPinned, "CPU_TIER1": MediumHostPinned,
-		"CPU_TIER2": MediumDisk, "Disk": MediumDisk, "NVME": MediumDisk,
-		"EXTERNAL": MediumExternal, "network": MediumExternal, "REMOTE": MediumExternal, "SHARED": MediumExternal,
+	cases := map[string]kvwire.Tier{
+		"GPU": kvwire.TierDevice, "DEVICE": kvwire.TierDevice, "": kvwire.TierDevice, "weird": kvwire.TierDevice,
+		"CPU": kvwire.TierHostPinned, "cpu_pinned": kvwire.TierHostPinned, "CPU_TIER1": kvwire.TierHostPinned,
+		"CPU_TIER2": kvwire.TierDisk, "Disk": kvwire.TierDisk, "NVME": kvwire.TierDisk,
+		"EXTERNAL": kvwire.TierExternal, "network": kvwire.TierExternal, "REMOTE": kvwire.TierExternal, "SHARED": kvwire.TierExternal,
 	}
 	for in, want := range cases {
 		if got := ParseMedium(in); got != want {
@@ -103,8 +105,8 @@ func TestParseMedium(t *testing.T) {
 			t.Errorf("parseMediumBytes(%q) = %v, want %v", in, got, want)
 		}
 	}
-	for _, m := range []Medium{MediumDevice, MediumHostPinned, MediumDisk, MediumExternal} {
-		if ParseMedium(m.String()) != m {
+	for _, m := range []kvwire.Tier{kvwire.TierDevice, kvwire.TierHostPinned, kvwire.TierDisk, kvwire.TierExternal} {
+		if ParseMedium(MediumString(m)) != m {
 			t.Errorf("%v does not round-trip through its canonical string", m)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Golden payloads. The first group is copied byte for byte from
@@ -77,12 +79,12 @@ var goldenDecodes = []goldenDecode{
 	{"array 12-element (group, kind, window)", "93cb41d954fc40200000919cab426c6f636b53746f72656492cfdab89baa7b5857c007cd303998ce0002505ccd0368ccc6cd2368ce0002505ccd0368ccc6cd236804c0a3435055c092c0c001ae736c6964696e675f77696e646f77cd100003",
 		Batch{TS: 1700000000.5, HasDPRank: true, DPRank: 3, Events: []Event{{
 			Kind: KindBlockStored, BlockHashes: []uint64{hashH, 7}, Parent: 12345, HasParent: true, TokenIDs: toks2, BlockSize: 4,
-			Medium: MediumHostPinned, GroupIdx: 1, HasGroupIdx: true, SpecKind: "sliding_window", SlidingWindow: 4096, HasSlidingWindow: true}}}},
+			Medium: kvwire.TierHostPinned, GroupIdx: 1, HasGroupIdx: true, SpecKind: "sliding_window", SlidingWindow: 4096, HasSlidingWindow: true}}}},
 	// [1700000001.25, [["BlockStored",[neg],None,toks,4,None,"GPU"], ["BlockRemoved",[neg],"CPU_PINNED"]], 1]
 	{"SGLang 7-element, negative hashes", "93cb41d954fc405000009297ab426c6f636b53746f72656491d3df3f619804a92fdbc094ce0002505ccd0368ccc6cd236804c0a347505593ac426c6f636b52656d6f76656491d3df3f619804a92fdbaa4350555f50494e4e454401",
 		Batch{TS: 1700000001.25, HasDPRank: true, DPRank: 1, Events: []Event{
 			{Kind: KindBlockStored, BlockHashes: []uint64{u(negHash)}, TokenIDs: toks, BlockSize: 4},
-			{Kind: KindBlockRemoved, BlockHashes: []uint64{u(negHash)}, Medium: MediumHostPinned}}}},
+			{Kind: KindBlockRemoved, BlockHashes: []uint64{u(negHash)}, Medium: kvwire.TierHostPinned}}}},
 	// [1700000001.25, [["BlockStored",[neg],-5,toks,4,None,"GPU",{"cache_salt":"tenant-a"}]], None]
 	{"SGLang 8-element salted, nil rank", "93cb41d954fc405000009198ab426c6f636b53746f72656491d3df3f619804a92fdbfb94ce0002505ccd0368ccc6cd236804c0a347505581aa63616368655f73616c74a874656e616e742d61c0",
 		Batch{TS: 1700000001.25, Events: []Event{{
@@ -100,7 +102,7 @@ var goldenDecodes = []goldenDecode{
 	// [1700000000, [["BlockRemoved",[0,5,200,300,70000,2**32],"DISK"]], 0]
 	{"small-int hashes of every width, int ts", "93ce6553f1009193ac426c6f636b52656d6f766564960005ccc8cd012cce00011170cf0000000100000000a44449534b00",
 		Batch{TS: 1700000000, HasDPRank: true, Events: []Event{{
-			Kind: KindBlockRemoved, BlockHashes: []uint64{0, 5, 200, 300, 70000, 1 << 32}, Medium: MediumDisk}}}},
+			Kind: KindBlockRemoved, BlockHashes: []uint64{0, 5, 200, 300, 70000, 1 << 32}, Medium: kvwire.TierDisk}}}},
 	// {"ts":4.0,"events":[{"type":"AllBlocksCleared"}],"data_parallel_rank":2,"extra":[1,2]}
 	{"map batch", "84a27473cb4010000000000000a66576656e74739181a474797065b0416c6c426c6f636b73436c6561726564b2646174615f706172616c6c656c5f72616e6b02a56578747261920102",
 		Batch{TS: 4, HasDPRank: true, DPRank: 2, Events: []Event{{Kind: KindAllBlocksCleared}}}},
@@ -120,7 +122,7 @@ var goldenDecodes = []goldenDecode{
 	{"map event, type last", "93cb401c0000000000009188ac626c6f636b5f6861736865739101a66d656469756da3637075aa63616368655f73616c74a26e73a86c6f63616c697479a652454d4f5445a666757475726581a1619101a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a474797065ab426c6f636b53746f72656400",
 		Batch{TS: 7, HasDPRank: true, Events: []Event{{
 			Kind: KindBlockStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4,
-			Medium: MediumHostPinned, CacheSalt: "ns", Locality: LocalityRemote}}}},
+			Medium: kvwire.TierHostPinned, CacheSalt: "ns", Locality: LocalityRemote}}}},
 	// unknown tags in array and map form (type first and not first), plus Ignored
 	{"unknown tags are counted and skipped", "93cb40200000000000009594ac536f6d657468696e674e65770102910393ac426c6f636b52656d6f7665649101a347505582a474797065a55765697264ac626c6f636b5f68617368657391a17891a749676e6f72656482a17801a474797065a7416c736f4e657700",
 		Batch{TS: 8, HasDPRank: true, Unknown: 3, Events: []Event{{Kind: KindBlockRemoved, BlockHashes: []uint64{1}}}}},
@@ -203,7 +205,7 @@ var goldenEncodes = []struct {
 		"stored/removed/cleared",
 		Batch{TS: 1700000000.5, HasDPRank: true, DPRank: 3, Events: []Event{
 			{Kind: KindBlockStored, BlockHashes: []uint64{hashH, 7}, Parent: 12345, HasParent: true, TokenIDs: toks2, BlockSize: 4,
-				Medium: MediumHostPinned, GroupIdx: 1, HasGroupIdx: true, SpecKind: "sliding_window", SlidingWindow: 4096, HasSlidingWindow: true},
+				Medium: kvwire.TierHostPinned, GroupIdx: 1, HasGroupIdx: true, SpecKind: "sliding_window", SlidingWindow: 4096, HasSlidingWindow: true},
 			{Kind: KindBlockRemoved, BlockHashes: []uint64{u(negHash)}},
 			{Kind: KindAllBlocksCleared}}},
 		"93cb41d954fc40200000939cab426c6f636b53746f72656492cfdab89baa7b5857c007cd303998ce0002505ccd0368ccc6cd2368ce0002505ccd0368ccc6cd236804c0aa4350555f50494e4e4544c0c001ae736c6964696e675f77696e646f77cd100094ac426c6f636b52656d6f76656491cfdf3f619804a92fdba3475055c091b0416c6c426c6f636b73436c656172656403",
@@ -220,9 +222,9 @@ var goldenEncodes = []struct {
 		//   ["BlockRemoved",[1],"DISK",2,"mamba",None]], 0]
 		"metadata extension and removed tail",
 		Batch{TS: 7, HasDPRank: true, Events: []Event{
-			{Kind: KindBlockStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Medium: MediumExternal,
+			{Kind: KindBlockStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Medium: kvwire.TierExternal,
 				HasGroupIdx: true, CacheSalt: "ns", Locality: LocalityRemote},
-			{Kind: KindBlockRemoved, BlockHashes: []uint64{1}, Medium: MediumDisk, GroupIdx: 2, HasGroupIdx: true, SpecKind: "mamba"}}},
+			{Kind: KindBlockRemoved, BlockHashes: []uint64{1}, Medium: kvwire.TierDisk, GroupIdx: 2, HasGroupIdx: true, SpecKind: "mamba"}}},
 		"93cb401c000000000000929dab426c6f636b53746f7265649101c0940102030404c0a845585445524e414cc0c000c0c082aa63616368655f73616c74a26e73a86c6f63616c697479a652454d4f544596ac426c6f636b52656d6f7665649101a44449534b02a56d616d6261c000",
 	},
 }

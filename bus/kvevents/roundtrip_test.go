@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // randBatch builds a random Batch in the normal form Decode produces, so
@@ -38,7 +40,7 @@ func randEvent(r *rand.Rand) Event {
 	for i, n := 0, r.IntN(5); i < n; i++ {
 		e.BlockHashes = append(e.BlockHashes, randHash(r))
 	}
-	e.Medium = Medium(r.IntN(4))
+	e.Medium = kvwire.Tier(r.IntN(4))
 	if r.IntN(2) == 0 {
 		e.HasGroupIdx, e.GroupIdx = true, int64(r.IntN(5))-1
 	}
@@ -115,7 +117,7 @@ func appendMapEvent(dst []byte, e *Event, r *rand.Rand) []byte {
 	if e.Kind != KindAllBlocksCleared {
 		fields = append(fields,
 			kv{"block_hashes", func(b []byte) []byte { return appendHashes(b, e.BlockHashes) }},
-			kv{"medium", func(b []byte) []byte { return appendString(b, e.Medium.String()) }},
+			kv{"medium", func(b []byte) []byte { return appendString(b, MediumString(e.Medium)) }},
 			kv{"group_idx", func(b []byte) []byte { return appendOptInt(b, e.GroupIdx, e.HasGroupIdx) }},
 			kv{"kv_cache_spec_kind", func(b []byte) []byte { return appendOptString(b, e.SpecKind) }},
 			kv{"kv_cache_spec_sliding_window", func(b []byte) []byte {

@@ -11,11 +11,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/bus/natstest"
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvwire"
+	"github.com/nats-io/nats.go"
 )
 
 // Tests against real embedded nats-servers on 127.0.0.1, with real bus replicators on top.
@@ -85,7 +85,7 @@ func (s *sink) lifecycles() []*bus.Lifecycle {
 }
 
 func freeEvent(req string) *bus.Lifecycle {
-	return &bus.Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: req, Worker: 1, Kind: bus.LifecycleFree}
+	return &bus.Lifecycle{Model: "m", Group: "g", BlockSize: 16, RequestID: req, Owner: kvwire.Owner{Worker: 1}, Kind: bus.LifecycleFree}
 }
 
 // TestEmbeddedSingleNode: the default embedded server opens no socket and

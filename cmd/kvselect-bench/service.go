@@ -11,6 +11,7 @@ import (
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/api"
 	"github.com/kvselect/kvselect/integration/sim"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // inproc is a kvselect service started in this process on a loopback port.
@@ -42,7 +43,7 @@ func startService(reqs []sim.Request, n, replicas int) (*inproc, error) {
 	ev := make([]engine.KVEvent, 1)
 	for _, r := range reqs {
 		for range replicas {
-			o := engine.Owner{Worker: uint64(rng.IntN(n) + 1)}
+			o := kvwire.Owner{Worker: uint64(rng.IntN(n) + 1)}
 			ev[0] = engine.KVEvent{Kind: engine.KVStored, BlockHashes: r.Blocks, LocalHashes: r.Blocks, BlockSize: int(bs)}
 			svc.ApplyKVEvents(o, ev)
 		}

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Session affinity (spec §8): with a session-affinity TTL configured, each partition keeps a
 // table session_id → (worker, rank). select_and_reserve binds a new session to the rank it
@@ -23,7 +27,7 @@ const maxBindings = 65536
 // Invariants: leases ≥ 0; idleAt == 0 while leases > 0 or before the first sweep after the
 // last release.
 type binding struct {
-	owner  Owner
+	owner  kvwire.Owner
 	leases int
 	idleAt int64  // unix nanos after which an idle binding is reclaimed (0 = not yet stamped)
 	seq    uint64 // version: higher wins; ties by writer
@@ -34,7 +38,7 @@ type binding struct {
 type AffinityEvent struct {
 	Partition PartitionKey
 	SessionID string
-	Owner     Owner
+	Owner     kvwire.Owner
 	Sequence  uint64
 	Writer    uint64
 	Sender    string // set on received events
@@ -77,7 +81,7 @@ func (e *Engine) boundCandidate(p *partition, session string, cs []scored) int {
 }
 
 // bindSession binds (or refreshes) a session to o and takes a lease for a booking.
-func (e *Engine) bindSession(p *partition, session string, o Owner, now time.Time) {
+func (e *Engine) bindSession(p *partition, session string, o kvwire.Owner, now time.Time) {
 	if session == "" {
 		return
 	}

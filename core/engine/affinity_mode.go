@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Session affinity modes (Dynamo's SessionAffinityMode, spec §8): how a live session binding
@@ -42,7 +44,7 @@ func (e *Engine) hardSessions() bool { return e.cfg.SessionAffinityMode != Sessi
 // checkDispatch enforces hard affinity before a session's booking on o: a live binding to
 // another rank rejects the booking (400, Dynamo's messages). Expired bindings count as absent.
 // It changes nothing but the contradicted binding (dropped when idle).
-func (e *Engine) checkDispatch(p *partition, session string, o Owner, now time.Time) error {
+func (e *Engine) checkDispatch(p *partition, session string, o kvwire.Owner, now time.Time) error {
 	if session == "" || !e.hardSessions() {
 		return nil
 	}

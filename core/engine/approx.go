@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // approxTTL feeds the prefix index from bookings when KV events are off (approximate mode): a
@@ -34,7 +35,7 @@ type approxTTL struct {
 }
 
 type approxKey struct {
-	owner    Owner
+	owner    kvwire.Owner
 	external uint64
 }
 
@@ -46,7 +47,7 @@ type approxItem struct {
 func newApproxTTL() *approxTTL { return &approxTTL{deadline: make(map[approxKey]int64)} }
 
 // record stores the prompt's blocks for o and (re)sets their deadline.
-func (a *approxTTL) record(ix *radix.Index, o Owner, blocks []uint64, deadline int64) {
+func (a *approxTTL) record(ix *radix.Index, o kvwire.Owner, blocks []uint64, deadline int64) {
 	deadline = max(deadline, a.last)
 	a.last = deadline
 	a.chain = a.chain[:0]
@@ -62,7 +63,7 @@ func (a *approxTTL) record(ix *radix.Index, o Owner, blocks []uint64, deadline i
 		a.deadline[k] = deadline
 		a.queue = append(a.queue, approxItem{k, deadline})
 	}
-	_ = ix.Store(o, radix.TierDevice, 0, false, a.chain)
+	_ = ix.Store(o, kvwire.TierDevice, 0, false, a.chain)
 	a.compact()
 }
 
@@ -91,7 +92,7 @@ func (a *approxTTL) expire(ix *radix.Index, now int64) {
 		a.head++
 		if d, ok := a.deadline[it.key]; ok && d == it.at {
 			delete(a.deadline, it.key)
-			ix.Remove(it.key.owner, radix.TierDevice, []uint64{it.key.external})
+			ix.Remove(it.key.owner, kvwire.TierDevice, []uint64{it.key.external})
 		}
 	}
 	if a.head > len(a.queue)/2 && a.head > 1024 {
@@ -101,7 +102,7 @@ func (a *approxTTL) expire(ix *radix.Index, now int64) {
 }
 
 // dropOwner forgets an owner whose index entries were cleared.
-func (a *approxTTL) dropOwner(o Owner) {
+func (a *approxTTL) dropOwner(o kvwire.Owner) {
 	a.dropJobs(o)
 	for k := range a.deadline {
 		if k.owner == o {
@@ -142,7 +143,7 @@ func (a *approxTTL) pruneSome(ix *radix.Index, target, limit int) int {
 			if d, ok := a.deadline[it.key]; ok && d == it.at {
 				delete(a.deadline, it.key)
 				a.one[0] = it.key.external
-				ix.Remove(it.key.owner, radix.TierDevice, a.one[:])
+				ix.Remove(it.key.owner, kvwire.TierDevice, a.one[:])
 				removed++
 			}
 		}

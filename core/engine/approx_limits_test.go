@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestApproxBudget: the approximate index never holds more than ApproxMaxBlocks entries after
@@ -117,7 +119,7 @@ func TestApproxSteps(t *testing.T) {
 	}
 	for e.ApproxWork(approxChunk) {
 	}
-	if n := e.parts[defKey].index.OwnerEntries(Owner{Worker: 2}); n != 0 {
+	if n := e.parts[defKey].index.OwnerEntries(kvwire.Owner{Worker: 2}); n != 0 {
 		t.Fatalf("deleted worker's backlog recorded %d entries", n)
 	}
 }

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/kvselect/kvselect/core/engine/radix"
+import (
+	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Approximate indexing in bounded steps. Recording a booking's blocks in the approximate index
 // costs ~1–2 µs per block under the owner's lock, and so does pruning; a 65,536-block booking
@@ -25,7 +28,7 @@ const approxBacklogMax = 1 << 18
 
 // approxJob is a booking's blocks not yet recorded.
 type approxJob struct {
-	o        Owner
+	o        kvwire.Owner
 	blocks   []uint64 // the booking's public block hashes (shared with the booking, read only)
 	deadline int64
 	next     int    // blocks[:next] are recorded
@@ -33,7 +36,7 @@ type approxJob struct {
 }
 
 // enqueueApprox queues a booking's blocks and records the first step at once.
-func (e *Engine) enqueueApprox(p *partition, o Owner, blocks []uint64, deadline int64) {
+func (e *Engine) enqueueApprox(p *partition, o kvwire.Owner, blocks []uint64, deadline int64) {
 	a := p.approx
 	if a.pendingBlocks+len(blocks) > approxBacklogMax && a.pendingBlocks > 0 {
 		e.bounds.ApproxBacklogDropped += uint64(len(blocks))
@@ -131,7 +134,7 @@ func (a *approxTTL) recordSome(ix *radix.Index, j *approxJob, n int) int {
 		a.deadline[k] = deadline
 		a.queue = append(a.queue, approxItem{k, deadline})
 	}
-	_ = ix.Store(j.o, radix.TierDevice, j.prev, j.next > 0, a.chain)
+	_ = ix.Store(j.o, kvwire.TierDevice, j.prev, j.next > 0, a.chain)
 	handled := end - j.next
 	j.next, j.prev = end, prev
 	a.compact()
@@ -139,7 +142,7 @@ func (a *approxTTL) recordSome(ix *radix.Index, j *approxJob, n int) int {
 }
 
 // dropJobs forgets the backlog of owner o.
-func (a *approxTTL) dropJobs(o Owner) {
+func (a *approxTTL) dropJobs(o kvwire.Owner) {
 	for i := a.bhead; i < len(a.backlog); i++ {
 		if j := &a.backlog[i]; j.o == o {
 			a.pendingBlocks -= len(j.blocks) - j.next

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 const (
@@ -90,7 +92,7 @@ func buildFleet(tb testing.TB) *benchFleet {
 	convID := 0
 	for w := uint64(1); w <= benchWorkers; w++ {
 		for r := uint32(0); r < benchRanks; r++ {
-			o := Owner{Worker: w, Rank: uint32(w-1)*benchRanks + r}
+			o := kvwire.Owner{Worker: w, Rank: uint32(w-1)*benchRanks + r}
 			events := make([]KVEvent, 0, benchConvs)
 			for c := 0; c < benchConvs; c++ {
 				cv := conv{sys: pickSystem(), id: convID, blocks: 8 + rng.IntN(49)}
@@ -130,7 +132,7 @@ func buildFleet(tb testing.TB) *benchFleet {
 }
 
 // storedEventBS is storedEvent from the root at block size bs.
-func storedEventBS(o Owner, tokens []uint32, bs int) KVEvent {
+func storedEventBS(o kvwire.Owner, tokens []uint32, bs int) KVEvent {
 	return storedEvent(o, TierOf("device"), nil, tokens, bs)
 }
 

@@ -4,11 +4,8 @@ import (
 	"maps"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
-
-// RankLoad is one rank's active load: queued prefill tokens (and, for time models, the count
-// and sum of squares of pending prefills), active KV blocks and live requests.
-type RankLoad = load.RankLoad
 
 // Candidate is what the cost function — and custom Scorers — see of one schedulable
 // (worker, DP rank) during a selection.
@@ -16,7 +13,7 @@ type RankLoad = load.RankLoad
 // Ownership: a Candidate lives in the engine's scratch memory and is valid only during the call
 // that receives it; implementations must not retain it (or Worker's maps) or modify it.
 type Candidate struct {
-	Owner
+	kvwire.Owner
 	// Worker is the worker's catalog view (shared, immutable; never modify its maps).
 	Worker *WorkerInfo
 	// Tiered prefix overlap with the request, in blocks (Mooncake "cumulative" semantics):
@@ -27,7 +24,7 @@ type Candidate struct {
 	// (cached or being computed; their KV events may not have arrived yet).
 	BookedPrefixBlocks int
 	// Load is the rank's active load before this request.
-	Load *RankLoad
+	Load *load.RankLoad
 }
 
 // WorkerInfo is an immutable snapshot of a worker's catalog record for scorers.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // DefaultName is the model_name and routing_group used when a request omits them.
@@ -109,7 +111,7 @@ func (e *Engine) SchedulableCount() int {
 
 // EventSource is one rank's KV-event subscription, as the service's listeners need it.
 type EventSource struct {
-	Owner          Owner
+	Owner          kvwire.Owner
 	Partition      PartitionKey
 	BlockSize      uint32
 	Endpoint       string
@@ -125,7 +127,7 @@ func (e *Engine) EventSources(id uint64) []EventSource {
 	out := make([]EventSource, 0, w.dpSize())
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		out = append(out, EventSource{
-			Owner: Owner{Worker: id, Rank: r}, Partition: w.key, BlockSize: w.blockSize(),
+			Owner: kvwire.Owner{Worker: id, Rank: r}, Partition: w.key, BlockSize: w.blockSize(),
 			Endpoint: w.eventEndpoints[r], ReplayEndpoint: deref(w.spec.ReplayEndpoint, ""),
 		})
 	}
@@ -193,7 +195,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	p.members[id] = w
 	e.seedSpeed(p, id)
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-		p.tracker.AddOwner(loadOwner(Owner{Worker: id, Rank: r}))
+		p.tracker.AddOwner(kvwire.Owner{Worker: id, Rank: r})
 	}
 	p.addCands(w) // incremental: O(log n) search + one splice (partition_cands.go)
 	return w
@@ -236,7 +238,7 @@ func (e *Engine) detach(old, next *worker) {
 		return same || !e.cfg.UseKVEvents, true
 	}
 	for r := old.startRank(); uint64(r) < uint64(old.startRank())+uint64(old.dpSize()); r++ {
-		o := Owner{Worker: old.id, Rank: r}
+		o := kvwire.Owner{Worker: old.id, Rank: r}
 		keepBlocks, keepLoad := keep(r)
 		if !keepBlocks {
 			p.index.ClearOwner(o)
@@ -249,7 +251,7 @@ func (e *Engine) detach(old, next *worker) {
 			}
 		}
 		if !keepLoad {
-			for _, id := range p.tracker.RemoveOwner(loadOwner(o)) {
+			for _, id := range p.tracker.RemoveOwner(o) {
 				if r := e.resv[id]; r != nil {
 					p.releaseSession(r.session)
 				}

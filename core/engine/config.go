@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -180,10 +181,8 @@ func (c *Config) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("invalid KV router configuration: "+format, args...)
 	}
-	switch c.Policy {
-	case PolicyDynamo, PolicyKVSelect:
-	default:
-		return fail("selection_policy must be %s or %s, got %q", PolicyDynamo, PolicyKVSelect, c.Policy)
+	if _, ok := policies[c.Policy]; !ok {
+		return fail("selection_policy must be %s, got %q", strings.Join(slices.Sorted(maps.Keys(policies)), " or "), c.Policy)
 	}
 	nonNeg := []struct {
 		name string

@@ -212,3 +212,21 @@ func TestErrorType(t *testing.T) {
 		t.Fatalf("error %#v", err)
 	}
 }
+
+// TestValidatePolicyNames: selection_policy accepts every registered policy and the rejection
+// lists them, as it always has ("dynamo or kvselect").
+func TestValidatePolicyNames(t *testing.T) {
+	for name := range policies {
+		c := DefaultConfig()
+		c.Policy = name
+		if err := c.Validate(); err != nil {
+			t.Fatalf("policy %q: %v", name, err)
+		}
+	}
+	c := DefaultConfig()
+	c.Policy = "x"
+	want := `invalid KV router configuration: selection_policy must be dynamo or kvselect, got "x"`
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}

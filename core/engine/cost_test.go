@@ -9,6 +9,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // workedExample builds spec §5.3's example through the public API: three workers, a 10-block
@@ -25,7 +28,7 @@ func workedExample(t testing.TB, cfg *Config) (*Engine, []uint32) {
 	prompt := toks(0, 40)
 	for id, overlap := range map[uint64]int{1: 2, 2: 5, 3: 8} {
 		mustUpsert(t, e, spec(id))
-		store(t, e, Owner{Worker: id}, prompt[:overlap*4])
+		store(t, e, kvwire.Owner{Worker: id}, prompt[:overlap*4])
 	}
 	for id, active := range map[uint64]float64{2: 5, 3: 9} {
 		sid := string(rune('a' + id))
@@ -235,13 +238,13 @@ func TestCostsMatchSpec(t *testing.T) {
 			dev := rng.IntN(nseq + 1)
 			host := rng.IntN(nseq - dev + 1)
 			disk := rng.IntN(nseq - dev - host + 1)
-			cs[i] = scored{eligible: true, Candidate: Candidate{DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk), BookedPrefixBlocks: rng.IntN(nseq + 1), Load: new(RankLoad)}}
+			cs[i] = scored{eligible: true, Candidate: Candidate{DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk), BookedPrefixBlocks: rng.IntN(nseq + 1), Load: new(load.RankLoad)}}
 			cs[i].Load.ActivePrefillTokens = uint64(rng.IntN(5000))
 			cs[i].Load.ActiveBlocks = uint64(cs[i].BookedPrefixBlocks + rng.IntN(100))
 			cs[i].Load.ActiveRequests = rng.IntN(10)
 			minActive = min(minActive, cs[i].Load.ActivePrefillTokens)
 		}
-		costs(cs, &n, bs, w)
+		w.policy.costs(cs, n, bs, w)
 		for i := range cs {
 			want := costSpec(cs[i], n.isl, bs, w, minActive, nseq)
 			if math.Abs(cs[i].cost-want) > 1e-9*math.Max(1, math.Abs(want)) {

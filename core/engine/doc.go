@@ -30,8 +30,10 @@
 //
 // # Cost functions
 //
-// PolicyDynamo reproduces Dynamo's formula exactly (cost.go); PolicyKVSelect estimates each
-// rank's time to first token with a quadratic prefill-time model and a discounted cache-affinity
-// pull (kvselect_cost.go). Custom Scorers and a Picker plug in through Options.Scoring
-// (scoring.go).
+// PolicyDynamo reproduces Dynamo's formula exactly (policy_dynamo.go); PolicyKVSelect estimates
+// each rank's time to first token with a quadratic prefill-time model and a discounted
+// cache-affinity pull (policy_kvselect.go, kvselect_cost.go). Both implement the policy interface
+// (policy.go) that the fast and the general path share; a new policy is one file and one entry
+// in policies. Custom Scorers and a Picker plug in through Options.Scoring (scoring.go). Owners
+// and storage tiers are kvwire's types, shared with bus and recovery.
 package engine

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // orphanIndex: owner o stored chain 1-2-3 (local hashes 11, 12, 13) and removed its middle block.
-func orphanIndex(t *testing.T, o radix.Owner) *radix.Index {
+func orphanIndex(t *testing.T, o kvwire.Owner) *radix.Index {
 	t.Helper()
 	ix := radix.New()
 	if err := ix.Store(o, 0, 0, false, []radix.StoredBlock{{External: 1, Local: 11}, {External: 2, Local: 12}, {External: 3, Local: 13}}); err != nil {
@@ -25,7 +26,7 @@ func orphanIndex(t *testing.T, o radix.Owner) *radix.Index {
 // keeps the owner's block below its removed middle block, so re-storing the middle block
 // restores the full match, as in the source.
 func TestMergeIndexKeepsBlocksBelowARemovedMiddleBlock(t *testing.T) {
-	o := radix.Owner{Worker: 1}
+	o := kvwire.Owner{Worker: 1}
 	dst := radix.New()
 	mergeIndex(dst, orphanIndex(t, o))
 	if !dst.Holds(o, 3) || dst.Holds(o, 2) {
@@ -49,7 +50,7 @@ func TestMergeIndexKeepsBlocksBelowARemovedMiddleBlock(t *testing.T) {
 // with a placeholder, then the removed event of the placeholder, same worker, tier and rank.
 func TestDumpJSONBridgesARemovedMiddleBlock(t *testing.T) {
 	var out []byte
-	orphanIndex(t, radix.Owner{Worker: 1, Rank: 2}).Dump(func(ev radix.DumpEvent) bool {
+	orphanIndex(t, kvwire.Owner{Worker: 1, Rank: 2}).Dump(func(ev radix.DumpEvent) bool {
 		if ev.Bridge > 0 {
 			out = AppendStoredEvent(out, 5, ev)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/kvhash"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Engine is the selection engine: worker catalog, per-partition prefix index and load accounting,
@@ -129,7 +130,7 @@ type ReplicaEvent struct {
 	Partition PartitionKey
 	BlockSize uint32
 	RequestID string
-	Owner     Owner
+	Owner     kvwire.Owner
 	Kind      LifecycleKind
 	// Add is set for LifecycleAdd.
 	Add *ReplicaAdd

@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The selection fast path. Most selections carry no taint constraint, pin or affinity target,
@@ -18,8 +20,8 @@ import (
 // allowed_worker_ids become an eligibility mask; a live session binding whose rank is eligible
 // wins outright, as in the general path, and then no tie-break is drawn.
 //
-// chooseFast computes exactly the same costs (the per-rank arithmetic is shared: dynamoTerms,
-// kvselectTerms) from compact per-rank arrays instead:
+// chooseFast computes exactly the same costs (the selection policy prices both paths; policy.go)
+// from compact per-rank arrays instead:
 //
 //   - tiered overlap scattered by the index match (radix.MatchSlots) into one record per rank;
 //   - booked prefix lengths written by the load tracker straight into a per-ordinal array
@@ -45,13 +47,18 @@ type fastScratch struct {
 	ov      []radix.Counts // tiered overlap: device, host, disk, external (blocks)
 	booked  []uint32
 	cost    []float64
-	entries []int32    // blocks each rank holds in the index (kvselect policy's eviction term)
-	elig    []bool     // allowed_worker_ids mask (allowedMask)
-	loads   []RankLoad // loads of the materialised ranks only
-	cands   []scored   // the chosen worker's ranks, or every rank when a KV hint may be built
+	entries []int32         // blocks each rank holds in the index (kvselect policy's eviction term)
+	elig    []bool          // allowed_worker_ids mask (allowedMask)
+	loads   []load.RankLoad // loads of the materialised ranks only
+	cands   []scored        // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.
 	disabled bool
 	hits     uint64
+	// A policy's loop reads ov, booked and this selection's allowed mask (nil: all), writes cost
+	// and offers each eligible rank's cost to pick when draw is set (argmin.offer spelled out).
+	mask []bool
+	draw bool
+	pick argmin
 }
 
 // fastEligible reports whether the request can take the fast path: nothing custom or
@@ -85,9 +92,7 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 			p.predicted.mergeSlots(p, n.block, ov)
 		}
 	}
-	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)
-	f.booked = booked
-	booked = booked[:nc]
+	booked := p.tracker.ActivePrefixOrdinals(n.seq, f.booked)[:nc]
 
 	// Admission reads loads only, which nothing below changes: checking it first is the general
 	// path's order as far as anything observable goes (no random draw happens before it).
@@ -100,87 +105,16 @@ func (e *Engine) chooseFast(sel *selection, allowed []uint64, admission bool, ru
 	// A live session binding wins outright when its rank is an eligible candidate; then nothing
 	// is drawn. A binding whose rank is gone is dropped (boundCandidate's rules).
 	bound := e.boundFast(p, sel.session, elig)
-	draw := bound < 0
 
 	// Cost of every rank, and the default picker fused into the same pass: pick's running
 	// arg-min visits the ranks in the same order and draws at the same ties.
-	cost := resize(f.cost, nc)
-	f.cost = cost
-	tr := p.tracker
-	pick := argmin{best: bound, rng: e.rng}
-	if w.kvselect {
-		k := newKVSelectTerms(n, p.blockSize, w)
-		for i := range nc {
-			_, _, _, pending, _ := tr.CountersAt(i)
-			k.observeRank(tr.SpeedAt(i), pending)
-		}
-		ent := e.entriesOf(p, w)
-		invMax := 0.0
-		evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
-		if evict {
-			for _, n := range ent {
-				k.observeEntries(n)
-			}
-			invMax = k.invMax()
-		}
-		for i := range cost {
-			prefill, active, requests, pending, squares := tr.CountersAt(i)
-			o := &ov[i]
-			occ := 0.0
-			if evict {
-				occ = occupancy(ent[i], invMax)
-			}
-			invCap, invBudget := 0.0, 0.0
-			if pressure {
-				invCap = p.cands[i].invCap
-			}
-			if decode {
-				invBudget = p.cands[i].invBudget
-			}
-			c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
-			cost[i] = c
-			if !draw || (elig != nil && !elig[i]) {
-				continue
-			}
-			if pick.better(c) {
-				pick.best, pick.ties, pick.cost = i, 1, c
-			} else if c == pick.cost {
-				pick.tie(i)
-			}
-		}
-	} else {
-		k := newDynamoTerms(n, p.blockSize, w)
-		if k.decaying {
-			for i := range cost {
-				prefill, _, _, _, _ := tr.CountersAt(i)
-				k.minActive = min(k.minActive, prefill)
-			}
-		}
-		// The dispatch of dynamoTerms.cost, with simpleCost inlined.
-		for i := range cost {
-			prefill, blocks, requests, _, _ := tr.CountersAt(i)
-			o := &ov[i]
-			var c float64
-			if o[1]|o[2]|o[3] == 0 && k.simple {
-				c = k.simpleCost(o[0], int(booked[i]), prefill, blocks, requests)
-			} else {
-				c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
-			}
-			cost[i] = c
-			if !draw || (elig != nil && !elig[i]) {
-				continue
-			}
-			if pick.better(c) {
-				pick.best, pick.ties, pick.cost = i, 1, c
-			} else if c == pick.cost {
-				pick.tie(i)
-			}
-		}
-	}
-	if pick.best < 0 {
+	f.cost = resize(f.cost, nc)
+	f.booked, f.mask, f.draw, f.pick = booked, elig, bound < 0, argmin{best: bound, rng: e.rng}
+	w.policy.fast(e, sel)
+	if f.pick.best < 0 {
 		return errorf(ErrNoEndpoints, "no endpoints available to route work")
 	}
-	e.materialize(sel, pick.best, elig, booking)
+	e.materialize(sel, f.pick.best, elig, booking)
 	return nil
 }
 
@@ -196,7 +130,7 @@ func (f *fastScratch) allowedMask(p *partition, allowed []uint64) []bool {
 	clear(m)
 	for _, id := range allowed {
 		// A worker's ranks are contiguous in the (worker, rank)-sorted candidate list.
-		i, _ := slices.BinarySearchFunc(p.owners, id, func(o Owner, id uint64) int { return cmp.Compare(o.Worker, id) })
+		i, _ := slices.BinarySearchFunc(p.owners, id, func(o kvwire.Owner, id uint64) int { return cmp.Compare(o.Worker, id) })
 		for ; i < len(p.owners) && p.owners[i].Worker == id; i++ {
 			m[i] = true
 		}
@@ -215,7 +149,7 @@ func (e *Engine) boundFast(p *partition, session string, elig []bool) int {
 	if !ok {
 		return -1
 	}
-	j, found := slices.BinarySearchFunc(p.owners, b.owner, Owner.Compare)
+	j, found := slices.BinarySearchFunc(p.owners, b.owner, kvwire.Owner.Compare)
 	if !found {
 		delete(p.sessions, session)
 		return -1

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/core/engine/load"
 )
 
 // TestRankNames: the partition's rank-name table answers strconv's decimal form for every rank,
@@ -134,7 +136,7 @@ func TestScoreOrdinalMatchesMerged(t *testing.T) {
 					t.Fatalf("round %d: ordinals invalid on a consistent partition", round)
 				}
 				got := slices.Clone(e.score(p, &n, w))
-				gotLoads := make([]RankLoad, len(got))
+				gotLoads := make([]load.RankLoad, len(got))
 				for i := range got {
 					gotLoads[i] = *got[i].Load
 				}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // twin is a pair of engines driven in lockstep: fast may use the fast path, full never does.
@@ -179,7 +181,7 @@ func (tw *twin) upsert() (WorkerRecord, WorkerRecord, error, error) {
 func (tw *twin) kv() (KVApplyStats, KVApplyStats) {
 	r := tw.rng
 	w := uint64(1 + r.IntN(6))
-	o := Owner{Worker: w, Rank: uint32(w-1)*4 + uint32(r.IntN(3))}
+	o := kvwire.Owner{Worker: w, Rank: uint32(w-1)*4 + uint32(r.IntN(3))}
 	var ev KVEvent
 	tokens := tw.prompt()
 	switch r.IntN(8) {
@@ -326,7 +328,7 @@ func (tw *twin) run(steps int) {
 			w := uint64(1 + r.IntN(5))
 			tokens := tw.prompt()
 			ev := &ReplicaEvent{Partition: defKey, BlockSize: 4, RequestID: fmt.Sprint("peer", r.IntN(20)),
-				Owner: Owner{Worker: w, Rank: uint32(w-1) * 4}, Kind: LifecycleKind(1 + r.IntN(3)), Sender: "peer-a"}
+				Owner: kvwire.Owner{Worker: w, Rank: uint32(w-1) * 4}, Kind: LifecycleKind(1 + r.IntN(3)), Sender: "peer-a"}
 			if ev.Kind == LifecycleAdd {
 				ev.Add = &ReplicaAdd{TokenSequence: kvhashSeq(tokens), TrackPrefill: true, PrefillTokens: uint64(len(tokens)), ISL: uint64(len(tokens))}
 			}

@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // fuzzBytes hands out decisions from fuzz input; once exhausted every read is zero.
@@ -198,10 +200,10 @@ func fuzzEngine(t testing.TB, cfg *Config) *Engine {
 	}))
 	mustUpsert(t, e, spec(3, inModel("m2", "g"), func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(256)) }))
 	if cfg == nil || cfg.UseKVEvents {
-		store(t, e, Owner{Worker: 1}, toks(0, 32))
-		storeTier(t, e, Owner{Worker: 1}, TierOf("host_pinned"), toks(0, 32), toks(32, 16))
-		store(t, e, Owner{Worker: 1, Rank: 1}, toks(8, 16))
-		store(t, e, Owner{Worker: 3}, toks(0, 16))
+		store(t, e, kvwire.Owner{Worker: 1}, toks(0, 32))
+		storeTier(t, e, kvwire.Owner{Worker: 1}, TierOf("host_pinned"), toks(0, 32), toks(32, 16))
+		store(t, e, kvwire.Owner{Worker: 1, Rank: 1}, toks(8, 16))
+		store(t, e, kvwire.Owner{Worker: 3}, toks(0, 16))
 	}
 	return e
 }

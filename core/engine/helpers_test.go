@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/kvhash"
-	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // t0 is the fixed start of every test clock.
@@ -137,13 +137,13 @@ func selReq(id string, tokens []uint32) *SelectRequest {
 
 // extHash is the external (engine) hash a test worker uses for the block at chain position i
 // whose public sequence hash is seq: unique per owner, like two engines' opaque hashes.
-func extHash(o Owner, seq uint64) uint64 {
+func extHash(o kvwire.Owner, seq uint64) uint64 {
 	return chainMix(o.Worker<<32|uint64(o.Rank)+1, seq)
 }
 
 // storedEvent builds a KVStored event for the complete blocks of tokens (block size bs) in tier,
 // chained under the owner's block that holds the parent prefix (none when parentTokens is empty).
-func storedEvent(o Owner, tier Tier, parentTokens, tokens []uint32, bs int) KVEvent {
+func storedEvent(o kvwire.Owner, tier kvwire.Tier, parentTokens, tokens []uint32, bs int) KVEvent {
 	all := cat(parentTokens, tokens)
 	blocks := kvhash.BlockHashes(nil, all, bs, kvhash.Seed, false, nil)
 	seqs := kvhash.SequenceHashes(nil, blocks, kvhash.Seed)
@@ -165,13 +165,13 @@ func kvhashSeq(tokens []uint32) []uint64 {
 
 // store applies one stored chain of tokens (from the root) for owner o in the device tier and
 // requires every complete block to be indexed.
-func store(t testing.TB, e *Engine, o Owner, tokens []uint32) {
+func store(t testing.TB, e *Engine, o kvwire.Owner, tokens []uint32) {
 	t.Helper()
-	storeTier(t, e, o, radix.TierDevice, nil, tokens)
+	storeTier(t, e, o, kvwire.TierDevice, nil, tokens)
 }
 
 // storeTier applies one stored chain in tier under parentTokens and checks the block count.
-func storeTier(t testing.TB, e *Engine, o Owner, tier Tier, parentTokens, tokens []uint32) {
+func storeTier(t testing.TB, e *Engine, o kvwire.Owner, tier kvwire.Tier, parentTokens, tokens []uint32) {
 	t.Helper()
 	ev := storedEvent(o, tier, parentTokens, tokens, 4)
 	st := e.ApplyKVEvents(o, []KVEvent{ev})
@@ -205,7 +205,7 @@ func noErr(t testing.TB, err error) {
 }
 
 // loadOf returns one rank's /loads row (zero row when absent).
-func loadOf(e *Engine, key PartitionKey, o Owner) PotentialLoad {
+func loadOf(e *Engine, key PartitionKey, o kvwire.Owner) PotentialLoad {
 	for _, pl := range e.Loads(key.Model, key.Group) {
 		if pl.ModelName != key.Model || pl.RoutingGroup != key.Group {
 			continue

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/kvselect/kvselect/kvwire"
+
 // kvHint builds the optional kv_hint of a booking (spec §9): when another rank of the same
 // router_hint_worker_type holds a strictly longer device prefix than the chosen rank and
 // advertises a source control endpoint for its DP rank, the target is told where to fetch it.
@@ -19,7 +21,7 @@ func (e *Engine) kvHint(sel *selection, id string) *KVHint {
 	own := sel.pick.DeviceBlocks
 	confirmed := func(s *scored) int32 { return s.DeviceBlocks }
 	if sel.p.predicted != nil {
-		ev := map[Owner]int32{}
+		ev := map[kvwire.Owner]int32{}
 		sel.p.index.Match(sel.norm.block, &e.scratch.match)
 		for _, m := range e.scratch.match.Owners {
 			ev[m.Owner] = m.Device

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/kvselect/kvselect/core/engine/radix"
+import (
+	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Per-rank KV-index budget. A publisher can announce any number of valid blocks (issue 15: a
 // worker that declared 4,096 blocks reached 15M entries, 2.8 GB). Each rank's budget is its
@@ -32,13 +35,13 @@ func (e *Engine) rankBudget(w *worker) int {
 }
 
 // noteStored records blocks stored for o and evicts o's oldest blocks past its budget.
-func (e *Engine) noteStored(p *partition, w *worker, o Owner, blocks []radix.StoredBlock) {
+func (e *Engine) noteStored(p *partition, w *worker, o kvwire.Owner, blocks []radix.StoredBlock) {
 	budget := e.rankBudget(w)
 	if budget == unlimited {
 		return
 	}
 	if p.order == nil {
-		p.order = make(map[Owner]*storeOrder)
+		p.order = make(map[kvwire.Owner]*storeOrder)
 	}
 	so := p.order[o]
 	if so == nil {
@@ -63,7 +66,7 @@ func (e *Engine) noteStored(p *partition, w *worker, o Owner, blocks []radix.Sto
 }
 
 // compact keeps, in order, the latest store of every hash o still holds.
-func (so *storeOrder) compact(p *partition, o Owner) {
+func (so *storeOrder) compact(p *partition, o kvwire.Owner) {
 	live := so.q[so.head:]
 	last := make(map[uint64]int, len(live))
 	for i, ext := range live {
@@ -79,7 +82,7 @@ func (so *storeOrder) compact(p *partition, o Owner) {
 }
 
 // forgetOrder drops o's FIFO (its blocks were cleared).
-func (p *partition) forgetOrder(o Owner) {
+func (p *partition) forgetOrder(o kvwire.Owner) {
 	if p.order != nil {
 		delete(p.order, o)
 	}

@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestIndexBudgetFlood: a rank of a worker that declared 4,096 blocks receives a flood of
@@ -13,7 +13,7 @@ import (
 func TestIndexBudgetFlood(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(4096)) }))
-	o := Owner{Worker: 1}
+	o := kvwire.Owner{Worker: 1}
 	p := e.parts[defKey]
 	const chains, blocks = 60, 250 // 15,000 blocks stored
 	for c := range chains {
@@ -58,7 +58,7 @@ func TestIndexBudgetFlood(t *testing.T) {
 		t.Fatalf("undeclared worker: %d entries, want 300", n)
 	}
 	// Clearing the rank drops its order too.
-	e.ApplyKVEvents(o, []KVEvent{{Kind: KVCleared, Tier: radix.TierDevice}})
+	e.ApplyKVEvents(o, []KVEvent{{Kind: KVCleared, Tier: kvwire.TierDevice}})
 	if _, ok := e.parts[defKey].order[o]; ok {
 		t.Fatal("store order kept after AllBlocksCleared")
 	}

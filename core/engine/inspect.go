@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // PotentialLoad is one rank's load, with or without a prompt's projected contribution.
@@ -165,7 +166,7 @@ func (e *Engine) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
 		return nil, err
 	}
 	res := &OverlapScores{BlockSize: p.blockSize, NumBlocks: len(n.block), Workers: []OverlapRow{}, SharedCache: SharedCache{Ranges: [][2]uint64{}}}
-	row := func(o Owner, dev, host, disk int32) OverlapRow {
+	row := func(o kvwire.Owner, dev, host, disk int32) OverlapRow {
 		return OverlapRow{
 			WorkerID: o.Worker, DPRank: o.Rank,
 			DeviceBlocks:              uint64(dev),
@@ -176,7 +177,7 @@ func (e *Engine) OverlapScores(q *PromptQuery) (*OverlapScores, error) {
 			RouterCreditBlocks:        w.credit*float64(dev) + w.host*float64(host) + w.disk*float64(disk),
 		}
 	}
-	seen := make(map[Owner]int, len(p.cands))
+	seen := make(map[kvwire.Owner]int, len(p.cands))
 	for _, c := range p.cands {
 		seen[c.owner()] = len(res.Workers)
 		res.Workers = append(res.Workers, row(c.owner(), 0, 0, 0))

@@ -13,51 +13,37 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // deviceOverlap returns each rank's device overlap (blocks) for a token prompt.
-func deviceOverlap(t testing.TB, e *Engine, prompt []uint32) map[Owner]uint64 {
+func deviceOverlap(t testing.TB, e *Engine, prompt []uint32) map[kvwire.Owner]uint64 {
 	t.Helper()
 	res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
 	noErr(t, err)
-	out := map[Owner]uint64{}
+	out := map[kvwire.Owner]uint64{}
 	for _, w := range res.Workers {
-		out[Owner{Worker: w.WorkerID, Rank: w.DPRank}] = w.DeviceBlocks
+		out[kvwire.Owner{Worker: w.WorkerID, Rank: w.DPRank}] = w.DeviceBlocks
 	}
 	return out
 }
 
-// TestApplyKVEvents: stored, removed and cleared events change overlap; events for unknown
-// owners, mismatched block sizes and chains with repeated hashes are dropped.
+// TestApplyKVEvents: events for unknown owners, mismatched block sizes and chains with repeated
+// hashes are dropped whole and change nothing; a short store indexes its complete blocks.
+// Stored chains, removals, clears and tiers are testdata/kv_events.txt.
 func TestApplyKVEvents(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1, dp(0, 2)))
 	_, _ = e.UpsertWorker(WorkerSpec{WorkerID: ptr(uint64(7))}) // incomplete
-	o, o1 := Owner{Worker: 1}, Owner{Worker: 1, Rank: 1}
+	o, o1 := kvwire.Owner{Worker: 1}, kvwire.Owner{Worker: 1, Rank: 1}
 	prompt := toks(0, 32) // 8 blocks
-
-	first := storedEvent(o, TierOf("device"), nil, prompt[:16], 4)
-	second := storedEvent(o, TierOf("device"), prompt[:16], prompt[16:], 4)
-	st := e.ApplyKVEvents(o, []KVEvent{first, second})
-	if st.StoredBlocks != 8 || st.Dropped != 0 {
+	first := storedEvent(o, TierOf("device"), nil, prompt, 4)
+	if st := e.ApplyKVEvents(o, []KVEvent{first}); st.StoredBlocks != 8 || st.Dropped != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	if ov := deviceOverlap(t, e, prompt); ov[o] != 8 || ov[o1] != 0 {
-		t.Fatalf("overlap after store %v", ov)
-	}
 
-	// Removing block 5 cuts the device prefix at 5.
-	rm := KVEvent{Kind: KVRemoved, BlockHashes: []uint64{second.BlockHashes[1], 12345}}
-	st = e.ApplyKVEvents(o, []KVEvent{rm})
-	if st.RemovedBlocks != 1 || st.UnknownRemoved != 1 {
-		t.Fatalf("remove stats %+v", st)
-	}
-	if ov := deviceOverlap(t, e, prompt); ov[o] != 5 {
-		t.Fatalf("overlap after remove %v, want 5", ov[o])
-	}
-
-	// Dropped inputs change nothing. Duplicate detection has two code paths (a quadratic scan up
-	// to 8 hashes, a set beyond), so both lengths are covered; spec §10.3 drops such events whole.
+	// Duplicate detection has two code paths (a quadratic scan up to 8 hashes, a set beyond), so
+	// both lengths are covered; spec §10.3 drops such events whole.
 	mismatch := storedEvent(o1, TierOf("device"), nil, prompt, 4)
 	mismatch.BlockSize = 16
 	dup := storedEvent(o1, TierOf("device"), nil, prompt[:12], 4)
@@ -69,7 +55,7 @@ func TestApplyKVEvents(t *testing.T) {
 	long.BlockHashes[9] = long.BlockHashes[3]
 	drops := []struct {
 		name  string
-		owner Owner
+		owner kvwire.Owner
 		ev    KVEvent
 		check func(KVApplyStats) bool
 	}{
@@ -78,9 +64,9 @@ func TestApplyKVEvents(t *testing.T) {
 		{"hash repeats the parent", o1, parentDup, func(s KVApplyStats) bool { return s.Dropped == 1 }},
 		{"duplicate in a long chain", o1, long, func(s KVApplyStats) bool { return s.Dropped == 1 }},
 		{"unknown parent", o1, orphan, func(s KVApplyStats) bool { return s.Dropped == 1 }},
-		{"unknown worker", Owner{Worker: 9}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
-		{"incomplete worker", Owner{Worker: 7}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
-		{"rank outside range", Owner{Worker: 1, Rank: 2}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
+		{"unknown worker", kvwire.Owner{Worker: 9}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
+		{"incomplete worker", kvwire.Owner{Worker: 7}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
+		{"rank outside range", kvwire.Owner{Worker: 1, Rank: 2}, first, func(s KVApplyStats) bool { return s.Dropped == 1 }},
 		{"unknown kind", o1, KVEvent{Kind: 99}, func(s KVApplyStats) bool { return s.Dropped == 1 }},
 	}
 	for _, tc := range drops {
@@ -88,7 +74,7 @@ func TestApplyKVEvents(t *testing.T) {
 		if !tc.check(st) {
 			t.Errorf("%s: stats %+v", tc.name, st)
 		}
-		if ov := deviceOverlap(t, e, prompt); ov[o1] != 0 || ov[o] != 5 {
+		if ov := deviceOverlap(t, e, prompt); ov[o1] != 0 || ov[o] != 8 {
 			t.Errorf("%s changed overlap: %v", tc.name, ov)
 		}
 	}
@@ -96,24 +82,11 @@ func TestApplyKVEvents(t *testing.T) {
 	// A store with too few tokens indexes the complete blocks and reports the truncation.
 	short := storedEvent(o1, TierOf("device"), nil, prompt[:12], 4)
 	short.TokenIDs = short.TokenIDs[:9]
-	st = e.ApplyKVEvents(o1, []KVEvent{short})
-	if st.StoredBlocks != 2 || st.Truncated != 1 {
+	if st := e.ApplyKVEvents(o1, []KVEvent{short}); st.StoredBlocks != 2 || st.Truncated != 1 {
 		t.Fatalf("truncated store %+v", st)
 	}
-
-	// Cleared drops every block of the rank only.
-	st = e.ApplyKVEvents(o, []KVEvent{{Kind: KVCleared}})
-	if st.Cleared != 1 {
-		t.Fatalf("clear stats %+v", st)
-	}
-	if ov := deviceOverlap(t, e, prompt); ov[o] != 0 || ov[o1] != 2 {
-		t.Fatalf("overlap after clear %v", ov)
-	}
-	if !e.ClearOwnerBlocks(o1) || e.ClearOwnerBlocks(Owner{Worker: 9}) || e.ClearOwnerBlocks(Owner{Worker: 7}) {
-		t.Fatalf("ClearOwnerBlocks reports wrong knowledge")
-	}
-	if ov := deviceOverlap(t, e, prompt); ov[o1] != 0 {
-		t.Fatalf("ClearOwnerBlocks kept %d blocks", ov[o1])
+	if e.ClearOwnerBlocks(kvwire.Owner{Worker: 7}) {
+		t.Fatalf("ClearOwnerBlocks knows an incomplete worker")
 	}
 	var total KVApplyStats
 	total.Add(KVApplyStats{StoredBlocks: 1, Dropped: 2})
@@ -128,7 +101,7 @@ func TestApplyKVEvents(t *testing.T) {
 func TestApplyKVEventsLoraAndSalt(t *testing.T) {
 	e := newEngine(t, nil)
 	mustUpsert(t, e, spec(1))
-	o := Owner{Worker: 1}
+	o := kvwire.Owner{Worker: 1}
 	ev := storedEvent(o, TierOf("device"), nil, toks(0, 16), 4)
 	ev.LoraName = "adapter-a"
 	e.ApplyKVEvents(o, []KVEvent{ev})
@@ -152,7 +125,7 @@ func TestOverlapScoresAndPotentialLoads(t *testing.T) {
 	mustUpsert(t, e, spec(2, dp(0, 2)))
 	mustUpsert(t, e, spec(1))
 	prompt := toks(0, 24)
-	r20 := Owner{Worker: 2, Rank: 0}
+	r20 := kvwire.Owner{Worker: 2, Rank: 0}
 	storeTier(t, e, r20, TierOf("device"), nil, prompt[:8])
 	storeTier(t, e, r20, TierOf("host_pinned"), prompt[:8], prompt[8:12])
 	storeTier(t, e, r20, TierOf("external"), prompt[:12], prompt[12:20])
@@ -292,10 +265,10 @@ func TestDump(t *testing.T) {
 	mustUpsert(t, e, spec(1, dp(0, 2)))
 	mustUpsert(t, e, spec(2, inModel("m", "g")))
 	prompt := toks(0, 32)
-	store(t, e, Owner{Worker: 1}, prompt)
-	store(t, e, Owner{Worker: 1, Rank: 1}, prompt[:12])
-	storeTier(t, e, Owner{Worker: 1, Rank: 1}, TierOf("disk"), prompt[:12], prompt[12:20])
-	store(t, e, Owner{Worker: 1, Rank: 1}, cat(prompt[:8], toks(700, 8)))
+	store(t, e, kvwire.Owner{Worker: 1}, prompt)
+	store(t, e, kvwire.Owner{Worker: 1, Rank: 1}, prompt[:12])
+	storeTier(t, e, kvwire.Owner{Worker: 1, Rank: 1}, TierOf("disk"), prompt[:12], prompt[12:20])
+	store(t, e, kvwire.Owner{Worker: 1, Rank: 1}, cat(prompt[:8], toks(700, 8)))
 
 	raw := dumpJSON(t, e)
 	if !json.Valid(raw) {
@@ -340,7 +313,7 @@ func TestDump(t *testing.T) {
 		if has {
 			parent = *st.ParentHash
 		}
-		noErr(t, p.index.Store(Owner{Worker: ev.WorkerID, Rank: ev.Event.DPRank}, tier, parent, has, blocks))
+		noErr(t, p.index.Store(kvwire.Owner{Worker: ev.WorkerID, Rank: ev.Event.DPRank}, tier, parent, has, blocks))
 	}
 	if !tiers["device"] || !tiers["disk"] {
 		t.Fatalf("tiers in dump %v", tiers)
@@ -378,11 +351,11 @@ func TestKVHint(t *testing.T) {
 	mustUpsert(t, e, spec(5, hinted("decode", map[string]string{"0": "tcp://w5:5600"}, func(s *WorkerSpec) { s.KVEventSourceMode = ptr("state_agent_v2") })))
 	mustUpsert(t, e, spec(6, hinted("decode", map[string]string{"1": "tcp://w6:5601"}))) // endpoint for another rank only
 	prompt := toks(0, 24)
-	store(t, e, Owner{Worker: 2}, prompt[:16])
-	store(t, e, Owner{Worker: 3}, prompt[:16])
-	store(t, e, Owner{Worker: 4}, prompt[:24])
-	store(t, e, Owner{Worker: 5}, prompt[:24])
-	store(t, e, Owner{Worker: 6}, prompt[:24])
+	store(t, e, kvwire.Owner{Worker: 2}, prompt[:16])
+	store(t, e, kvwire.Owner{Worker: 3}, prompt[:16])
+	store(t, e, kvwire.Owner{Worker: 4}, prompt[:24])
+	store(t, e, kvwire.Owner{Worker: 5}, prompt[:24])
+	store(t, e, kvwire.Owner{Worker: 6}, prompt[:24])
 
 	// Target worker 1 holds nothing. Sources: 2 and 3 tie at 4 blocks (lowest id wins); 4 is
 	// longer but another worker type; 5 is a state agent; 6 advertises no endpoint for rank 0.
@@ -396,7 +369,7 @@ func TestKVHint(t *testing.T) {
 	}
 	a := h.Actions[0]
 	seqs := kvhashSeq(prompt)
-	wantHashes := []int64{int64(extHash(Owner{Worker: 2}, seqs[0])), int64(extHash(Owner{Worker: 2}, seqs[1])), int64(extHash(Owner{Worker: 2}, seqs[2])), int64(extHash(Owner{Worker: 2}, seqs[3]))}
+	wantHashes := []int64{int64(extHash(kvwire.Owner{Worker: 2}, seqs[0])), int64(extHash(kvwire.Owner{Worker: 2}, seqs[1])), int64(extHash(kvwire.Owner{Worker: 2}, seqs[2])), int64(extHash(kvwire.Owner{Worker: 2}, seqs[3]))}
 	if a.ActionID != "a1" || a.ActionType != "kv.fetch" || a.ActionVersion != "1.0" || a.Payload.SourceControlEndpoint != "tcp://w2:5600" || !slices.Equal(a.Payload.BlockHashes, wantHashes) {
 		t.Fatalf("action %+v, want source w2 with %v", a, wantHashes)
 	}
@@ -447,11 +420,11 @@ func TestApproximateMode(t *testing.T) {
 		noErr(t, err)
 	}
 	pin("a", 1, prompt, t0)
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 0 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 4 || ov[kvwire.Owner{Worker: 2}] != 0 {
 		t.Fatalf("booking not recorded: %v", ov)
 	}
 	// The same blocks under a different prefix stay distinct.
-	if ov := deviceOverlap(t, e, cat(toks(100, 4), prompt[4:])); ov[Owner{Worker: 1}] != 0 {
+	if ov := deviceOverlap(t, e, cat(toks(100, 4), prompt[4:])); ov[kvwire.Owner{Worker: 1}] != 0 {
 		t.Fatalf("position-independent match %v", ov)
 	}
 	// Free does not forget the cache; a hash-only booking records nothing.
@@ -463,20 +436,20 @@ func TestApproximateMode(t *testing.T) {
 	noErr(t, err)
 	_, err = e.Reserve(replay("r"), t0.Add(5*time.Second))
 	noErr(t, err)
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 2 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 4 || ov[kvwire.Owner{Worker: 2}] != 2 {
 		t.Fatalf("after replay %v", ov)
 	}
 	// Worker 1's blocks were recorded at t0 (deadline t0+10s), worker 2's at t0+5s (t0+15s).
 	e.Sweep(t0.Add(10*time.Second - 1))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 4 {
 		t.Fatalf("expired before the TTL: %v", ov)
 	}
 	e.Sweep(t0.Add(10 * time.Second))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 0 || ov[Owner{Worker: 2}] != 2 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 0 || ov[kvwire.Owner{Worker: 2}] != 2 {
 		t.Fatalf("after worker 1's TTL %v", ov)
 	}
 	e.Sweep(t0.Add(15 * time.Second))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 0 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 2}] != 0 {
 		t.Fatalf("after worker 2's TTL %v", ov)
 	}
 	// KV events are not applied in approximate mode's catalog sense: there are no sources.
@@ -487,7 +460,7 @@ func TestApproximateMode(t *testing.T) {
 	pin("b", 1, prompt, t0.Add(20*time.Second))
 	_, _ = e.DeleteWorker(1)
 	mustUpsert(t, e, spec(1))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 0 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 0 {
 		t.Fatalf("re-registered worker kept approximate entries %v", ov)
 	}
 	e.Sweep(t0.Add(time.Hour)) // must not trip over the dropped owner's queued expiries
@@ -512,7 +485,7 @@ func TestApplyStoredTruncation(t *testing.T) {
 			mustUpsert(t, e, spec(1, dp(0, 1)))
 			ev := KVEvent{Kind: KVStored, Tier: TierOf("device"), BlockSize: bs, Eagle: eagle,
 				TokenIDs: toks(0, n), BlockHashes: []uint64{101, 102, 103}}
-			st := e.ApplyKVEvents(Owner{Worker: 1}, []KVEvent{ev})
+			st := e.ApplyKVEvents(kvwire.Owner{Worker: 1}, []KVEvent{ev})
 			truncated := 0
 			if want < hashes {
 				truncated = 1

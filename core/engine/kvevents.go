@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvselect/kvselect/core/engine/kvhash"
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // KVEventKind is the kind of a worker KV-cache event.
@@ -17,14 +18,11 @@ const (
 	KVCleared
 )
 
-// Tier is a storage tier of the prefix index.
-type Tier = radix.Tier
-
 // KVEvent is one decoded worker KV-cache event, independent of the wire encoding (the ZMQ side
 // translates vLLM/SGLang events into it). Slices are only read during ApplyKVEvents.
 type KVEvent struct {
 	Kind KVEventKind
-	Tier Tier
+	Tier kvwire.Tier
 	// BlockHashes are the engine's (external) block hashes: the stored chain for KVStored, the
 	// removed blocks for KVRemoved.
 	BlockHashes []uint64
@@ -68,7 +66,7 @@ func (s *KVApplyStats) Add(o KVApplyStats) {
 // of an owner that is not a schedulable rank of the catalog are dropped. The index is keyed by
 // our own hash of each stored block's tokens (the same function that hashes requests), so request
 // lookups match engine-produced blocks without knowing the engine's hash function.
-func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
+func (e *Engine) ApplyKVEvents(o kvwire.Owner, events []KVEvent) KVApplyStats {
 	var st KVApplyStats
 	w, ok := e.workers[o.Worker]
 	if !ok || !w.schedulable() || !w.hasRank(o.Rank) {
@@ -100,7 +98,7 @@ func (e *Engine) ApplyKVEvents(o Owner, events []KVEvent) KVApplyStats {
 	return st
 }
 
-func (e *Engine) applyStored(p *partition, w *worker, o Owner, ev *KVEvent, st *KVApplyStats) {
+func (e *Engine) applyStored(p *partition, w *worker, o kvwire.Owner, ev *KVEvent, st *KVApplyStats) {
 	if e.hasDuplicate(ev.Parent, ev.HasParent, ev.BlockHashes) {
 		st.Dropped++
 		return
@@ -148,7 +146,7 @@ func (e *Engine) applyStored(p *partition, w *worker, o Owner, ev *KVEvent, st *
 }
 
 // storeBlocks stores one chain in the index and counts the outcome.
-func (e *Engine) storeBlocks(p *partition, w *worker, o Owner, ev *KVEvent, blocks []radix.StoredBlock, st *KVApplyStats) {
+func (e *Engine) storeBlocks(p *partition, w *worker, o kvwire.Owner, ev *KVEvent, blocks []radix.StoredBlock, st *KVApplyStats) {
 	if len(blocks) == 0 {
 		return
 	}
@@ -193,7 +191,7 @@ func (e *Engine) hasDuplicate(parent uint64, hasParent bool, hs []uint64) bool {
 
 // ClearOwnerBlocks drops every indexed block of one rank (a restarted publisher's stale
 // ownership). It reports whether the rank was known.
-func (e *Engine) ClearOwnerBlocks(o Owner) bool {
+func (e *Engine) ClearOwnerBlocks(o kvwire.Owner) bool {
 	w, ok := e.workers[o.Worker]
 	if !ok {
 		return false

@@ -17,7 +17,7 @@ func (e *Engine) entriesOf(p *partition, w weights) []int32 {
 	ent := resize(f.entries, len(p.cands))
 	f.entries = ent
 	clear(ent)
-	if w.kvselect && w.eviction > 0 {
+	if _, ok := w.policy.(kvselectPolicy); ok && w.eviction > 0 {
 		p.index.EntriesSlots(p.slotTable(), ent)
 	}
 	return ent

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // pressureFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20) on a kvselect engine
@@ -16,7 +18,7 @@ func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
 	for id := uint64(1); id <= 2; id++ {
 		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
 	}
-	store(t, e, Owner{Worker: 1}, want[:16])
+	store(t, e, kvwire.Owner{Worker: 1}, want[:16])
 	run := selReq("running", toks(90_000, 76))
 	run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
 	if _, err := e.SelectAndReserve(run, t0); err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // speedTerms is a kvselectTerms over ranks with the given per-token costs (the prior's shape
@@ -100,7 +101,7 @@ func hotPrefixWorker(t *testing.T, cfg *Config) uint64 {
 		mustUpsert(t, e, spec(id))
 	}
 	want := toks(1, 4000)
-	store(t, e, Owner{Worker: 1}, want)
+	store(t, e, kvwire.Owner{Worker: 1}, want)
 	// Queue worker 1: prefills of other prompts, not complete.
 	for i := range 4 {
 		r := selReq("q"+string(rune('a'+i)), toks(10_000*(i+1), 1000))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // PartitionKey names a scheduling partition: selection, indexing and load accounting are scoped
@@ -33,9 +34,6 @@ func (k PartitionKey) String() string {
 // DumpKey is the partition's key in the /dump recovery format: "<model>:<routing_group>".
 func (k PartitionKey) DumpKey() string { return k.Model + ":" + k.Group }
 
-// Owner is one (worker, global DP rank): the unit that owns cache blocks and carries load.
-type Owner = radix.Owner
-
 // candidate is one schedulable (worker, rank) of a partition.
 type candidate struct {
 	w    *worker
@@ -48,7 +46,7 @@ type candidate struct {
 	invBudget float64
 }
 
-func (c candidate) owner() Owner { return Owner{Worker: c.w.id, Rank: c.rank} }
+func (c candidate) owner() kvwire.Owner { return kvwire.Owner{Worker: c.w.id, Rank: c.rank} }
 
 // partition holds everything scoped to one PartitionKey.
 //
@@ -68,7 +66,7 @@ type partition struct {
 	seeds     map[keyedSeedKey][2]uint64 // keyed tracking-hash seeds by scope (keyed mode only)
 
 	// owners[i] == cands[i].owner(): a compact copy for the selection fast path's merges.
-	owners []Owner
+	owners []kvwire.Owner
 	// ordVersion is the tracker's Version at the last rebuild that found cands[i] to be the
 	// tracker's owner at ordinal i for every i (ordinalsOK); the fast path reads loads and
 	// booked prefixes by ordinal only while the tracker still has that version.
@@ -87,7 +85,7 @@ type partition struct {
 	// rankSparse: the candidates' ranks were found too sparse to tabulate (partition_cands.go).
 	rankSparse bool
 	// order is each rank's store order for the KV-index budget (indexbudget.go).
-	order map[Owner]*storeOrder
+	order map[kvwire.Owner]*storeOrder
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);
@@ -178,14 +176,14 @@ func (c *slotCache) reset() { c.ix = nil }
 
 // table returns the slot table of ix for owners (sorted), rebuilt first when the index or its
 // owner set changed. Cost O(index owners · log candidates) when rebuilt, O(1) otherwise.
-func (c *slotCache) table(ix *radix.Index, owners []Owner) []int32 {
+func (c *slotCache) table(ix *radix.Index, owners []kvwire.Owner) []int32 {
 	if c.ix == ix && c.ver == ix.Version() {
 		return c.slot
 	}
 	slot := c.slot[:0]
 	for r := range ix.Owners() {
 		o, _ := ix.OwnerAt(r)
-		i, ok := slices.BinarySearchFunc(owners, o, Owner.Compare)
+		i, ok := slices.BinarySearchFunc(owners, o, kvwire.Owner.Compare)
 		if !ok {
 			i = -1
 		}
@@ -202,7 +200,7 @@ func (p *partition) checkOrdinals() bool {
 		return false
 	}
 	for i, o := range p.owners {
-		if lo, ok := p.tracker.OwnerAt(i); !ok || lo != loadOwner(o) {
+		if lo, ok := p.tracker.OwnerAt(i); !ok || lo != o {
 			return false
 		}
 	}
@@ -218,7 +216,7 @@ func (p *partition) ordinalsValid() bool {
 func (p *partition) ready() bool { return len(p.cands) > 0 }
 
 // schedulableRank reports whether (worker, rank) is a schedulable candidate.
-func (p *partition) schedulableRank(o Owner) (*worker, bool) {
+func (p *partition) schedulableRank(o kvwire.Owner) (*worker, bool) {
 	w, ok := p.members[o.Worker]
 	if !ok || !w.schedulable() || !w.hasRank(o.Rank) {
 		return nil, false
@@ -240,5 +238,3 @@ func (p *partition) resetIndex(approximate, predicted bool) {
 		p.predicted = newPredictedIndex()
 	}
 }
-
-func loadOwner(o Owner) load.Owner { return load.Owner{Worker: o.Worker, Rank: o.Rank} }

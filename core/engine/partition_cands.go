@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"strconv"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Incremental candidate maintenance: registering or removing one worker splices its ranks into
@@ -58,10 +60,10 @@ func (p *partition) addCands(w *worker) {
 	}
 	n := int(w.dpSize())
 	add := make([]candidate, 0, n)
-	own := make([]Owner, 0, n)
+	own := make([]kvwire.Owner, 0, n)
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		add = append(add, candidate{w: w, rank: r, invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()})
-		own = append(own, Owner{Worker: w.id, Rank: r})
+		own = append(own, kvwire.Owner{Worker: w.id, Rank: r})
 	}
 	p.cands = slices.Insert(p.cands, lo, add...)
 	p.owners = slices.Insert(p.owners, lo, own...)
@@ -74,7 +76,7 @@ func (p *partition) candsChanged(lo, hi int) {
 	if p.ordOK && p.tracker.Owners() == len(p.owners) {
 		ok := true
 		for i := max(lo-1, 0); i < min(hi+1, len(p.owners)); i++ {
-			if o, found := p.tracker.OwnerAt(i); !found || o != loadOwner(p.owners[i]) {
+			if o, found := p.tracker.OwnerAt(i); !found || o != p.owners[i] {
 				ok = false
 				break
 			}

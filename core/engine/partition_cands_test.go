@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestIncrementalCandsMatchRebuild: after every random upsert, re-registration, lifecycle
@@ -53,8 +55,8 @@ func TestIncrementalCandsMatchRebuild(t *testing.T) {
 	}
 }
 
-func owners(cs []candidate) []Owner {
-	out := make([]Owner, len(cs))
+func owners(cs []candidate) []kvwire.Owner {
+	out := make([]kvwire.Owner, len(cs))
 	for i, c := range cs {
 		out[i] = c.owner()
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"container/list"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // pendingSelection is what a /select with a selection_id captured for a later replayed
@@ -10,7 +12,7 @@ import (
 type pendingSelection struct {
 	key            PartitionKey
 	id             string
-	owner          Owner
+	owner          kvwire.Owner
 	norm           normalized
 	effPrefill     uint64
 	expectedOutput *uint32

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // predictedIndex is the side index router_predicted_ttl_secs enables (Dynamo's predict-on-route
@@ -44,7 +45,7 @@ func newPredictedIndex() *predictedIndex {
 }
 
 // record stores blocks (public block hashes) on o until deadline (Unix ns).
-func (s *predictedIndex) record(o Owner, blocks []uint64, deadline int64) {
+func (s *predictedIndex) record(o kvwire.Owner, blocks []uint64, deadline int64) {
 	s.ttl.record(s.index, o, blocks, deadline)
 }
 
@@ -59,7 +60,7 @@ func (p *partition) expirePredicted(now time.Time) {
 }
 
 // dropOwner forgets rank o (its worker left or changed shape).
-func (s *predictedIndex) dropOwner(o Owner) {
+func (s *predictedIndex) dropOwner(o kvwire.Owner) {
 	s.index.ClearOwner(o)
 	s.ttl.dropOwner(o)
 }
@@ -75,7 +76,7 @@ func (s *predictedIndex) mergeSlots(p *partition, blocks []uint64, ov []radix.Co
 	s.ov = side
 	s.index.MatchSlots(blocks, &s.match, s.slots.table(s.index, p.owners), side)
 	for i := range ov {
-		absorb(&ov[i], side[i][radix.TierDevice])
+		absorb(&ov[i], side[i][kvwire.TierDevice])
 	}
 }
 
@@ -84,12 +85,12 @@ func (s *predictedIndex) mergeSlots(p *partition, blocks []uint64, ov []radix.Co
 // are cumulative; the extensions shrink by what the device prefix now covers, in tier order,
 // and no block is counted twice.
 func absorb(c *radix.Counts, dev int32) {
-	grow := dev - c[radix.TierDevice]
+	grow := dev - c[kvwire.TierDevice]
 	if grow <= 0 {
 		return
 	}
-	c[radix.TierDevice] = dev
-	for t := radix.TierDevice + 1; t < radix.NumTiers && grow > 0; t++ {
+	c[kvwire.TierDevice] = dev
+	for t := kvwire.TierDevice + 1; t < kvwire.NumTiers && grow > 0; t++ {
 		take := min(grow, c[t])
 		c[t] -= take
 		grow -= take

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // predictedEngine is an engine with router_predicted_ttl_secs = ttl (nil: unset) and two
@@ -46,7 +47,7 @@ func TestPredictedTTL(t *testing.T) {
 	overlap := func(want1, want2 uint64) {
 		t.Helper()
 		ov := deviceOverlap(t, e, prompt)
-		if ov[Owner{Worker: 1}] != want1 || ov[Owner{Worker: 2}] != want2 {
+		if ov[kvwire.Owner{Worker: 1}] != want1 || ov[kvwire.Owner{Worker: 2}] != want2 {
 			t.Fatalf("device overlap %v, want worker 1: %d, worker 2: %d", ov, want1, want2)
 		}
 	}
@@ -73,7 +74,7 @@ func TestPredictedTTL(t *testing.T) {
 	overlap(0, 4)
 
 	// Events stay authoritative on their own; the merge takes the larger device count per rank.
-	o1, o2 := Owner{Worker: 1}, Owner{Worker: 2}
+	o1, o2 := kvwire.Owner{Worker: 1}, kvwire.Owner{Worker: 2}
 	e.ApplyKVEvents(o1, []KVEvent{storedEvent(o1, TierOf("device"), nil, prompt[:8], 4)})
 	e.ApplyKVEvents(o2, []KVEvent{storedEvent(o2, TierOf("device"), nil, prompt[:8], 4)})
 	overlap(2, 4)
@@ -99,7 +100,7 @@ func TestPredictedTTLOffRecordsNothing(t *testing.T) {
 	e := predictedEngine(t, nil)
 	prompt := toks(0, 16)
 	bookedAndFreed(t, e, "a", 2, prompt, t0)
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 0 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 2}] != 0 {
 		t.Fatalf("a booking was indexed without router_predicted_ttl_secs: %v", ov)
 	}
 }
@@ -135,7 +136,7 @@ func TestAbsorb(t *testing.T) {
 func TestPredictedTTLTiers(t *testing.T) {
 	e := predictedEngine(t, ptr(10*time.Second))
 	prompt := toks(0, 16)
-	o1 := Owner{Worker: 1}
+	o1 := kvwire.Owner{Worker: 1}
 	e.ApplyKVEvents(o1, []KVEvent{
 		storedEvent(o1, TierOf("device"), nil, prompt[:8], 4),
 		storedEvent(o1, TierOf("host_pinned"), prompt[:8], prompt[8:], 4),
@@ -195,11 +196,11 @@ func TestPredictedTTLClockStepBack(t *testing.T) {
 	bookedAndFreed(t, e, "early", 1, prompt, t0)                    // t0+10s, clamped to t0+30s: not shortened
 	bookedAndFreed(t, e, "other", 2, prompt, t0)                    // t0+10s, clamped to t0+30s
 	e.Sweep(t0.Add(15 * time.Second))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 4 || ov[Owner{Worker: 2}] != 4 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 4 || ov[kvwire.Owner{Worker: 2}] != 4 {
 		t.Fatalf("after the step back: %v", ov)
 	}
 	e.Sweep(t0.Add(30 * time.Second))
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 1}] != 0 || ov[Owner{Worker: 2}] != 0 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 1}] != 0 || ov[kvwire.Owner{Worker: 2}] != 0 {
 		t.Fatalf("past every deadline: %v", ov)
 	}
 }
@@ -222,10 +223,10 @@ func TestPredictedTTLHintSource(t *testing.T) {
 	mustUpsert(t, e, spec(2, hinted("tcp://w2:5600"))) // 1 block confirmed, 6 predicted
 	mustUpsert(t, e, spec(3, hinted("tcp://w3:5600"))) // 3 blocks confirmed
 	prompt := toks(0, 24)
-	store(t, e, Owner{Worker: 2}, prompt[:4])
-	store(t, e, Owner{Worker: 3}, prompt[:12])
+	store(t, e, kvwire.Owner{Worker: 2}, prompt[:4])
+	store(t, e, kvwire.Owner{Worker: 3}, prompt[:12])
 	pinned(t, e, "predict", 2, prompt, t0)
-	if ov := deviceOverlap(t, e, prompt); ov[Owner{Worker: 2}] != 6 || ov[Owner{Worker: 3}] != 3 {
+	if ov := deviceOverlap(t, e, prompt); ov[kvwire.Owner{Worker: 2}] != 6 || ov[kvwire.Owner{Worker: 3}] != 3 {
 		t.Fatalf("overlap %v, want worker 2: 6 (predicted), worker 3: 3", ov)
 	}
 	h := pinned(t, e, "target", 1, prompt, t0).KVHint

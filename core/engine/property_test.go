@@ -17,6 +17,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // modelWorker is the model's view of a catalog entry.
@@ -31,7 +33,7 @@ func (w modelWorker) has(r uint32) bool { return w.ok && r >= w.start && r < w.s
 // modelBooking is one live booking in the model.
 type modelBooking struct {
 	key      PartitionKey
-	owner    Owner
+	owner    kvwire.Owner
 	hashes   []uint64
 	prefill  uint64
 	done     bool
@@ -169,7 +171,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			id := uint64(1 + rng.IntN(6))
 			w := m.workers[id]
 			if w.ok {
-				o := Owner{Worker: id, Rank: w.start + uint32(rng.IntN(int(w.size)))}
+				o := kvwire.Owner{Worker: id, Rank: w.start + uint32(rng.IntN(int(w.size)))}
 				e.ApplyKVEvents(o, []KVEvent{storedEvent(o, TierOf("device"), nil, prompt(), 4)})
 			}
 		case op < 50: // select_and_reserve
@@ -201,7 +203,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			// A booking must land on a schedulable rank of the requested partition; the model
 			// records the booked tracking hashes and the prefill it will owe.
 			if err == nil {
-				o := Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
+				o := kvwire.Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
 				if w := m.workers[o.Worker]; !w.has(o.Rank) || w.key != key {
 					t.Fatalf("step %d: booked on %v, not a schedulable rank of %v", step, o, key)
 				}
@@ -240,7 +242,7 @@ func runRandomOps(t *testing.T, seed uint64, steps int) {
 			}
 			expect(step, "reserve", err, want)
 			if err == nil {
-				m.bookings[sid] = &modelBooking{key: key, owner: Owner{Worker: id, Rank: rank}, hashes: kvhashSeq(pr), prefill: ept, admitted: now}
+				m.bookings[sid] = &modelBooking{key: key, owner: kvwire.Owner{Worker: id, Rank: rank}, hashes: kvhashSeq(pr), prefill: ept, admitted: now}
 			}
 		case op < 70: // prefill_complete
 			id := liveID()
@@ -311,7 +313,7 @@ func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 			t.Fatalf("step %d: row %s names a missing partition", step, id)
 		}
 		o, ok := p.tracker.Lookup(id)
-		if !ok || o != loadOwner(r.owner) {
+		if !ok || o != r.owner {
 			t.Fatalf("step %d: row %s on %v, tracker %v/%v", step, id, r.owner, o, ok)
 		}
 		if b := m.bookings[id]; b == nil || b.owner != r.owner || b.key != r.key {
@@ -324,10 +326,10 @@ func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 		requests, prefill, outputs uint64
 		hashes                     map[uint64]bool
 	}
-	want := map[PartitionKey]map[Owner]*acc{}
+	want := map[PartitionKey]map[kvwire.Owner]*acc{}
 	for _, b := range m.bookings {
 		if want[b.key] == nil {
-			want[b.key] = map[Owner]*acc{}
+			want[b.key] = map[kvwire.Owner]*acc{}
 		}
 		a := want[b.key][b.owner]
 		if a == nil {
@@ -350,7 +352,7 @@ func checkInvariants(t *testing.T, step int, e *Engine, m *propModel) {
 			if l.PotentialDecodeBlocks > 1<<40 || l.PotentialPrefillTokens > 1<<40 || l.ActiveRequests > 1<<40 {
 				t.Fatalf("step %d: load underflow %+v", step, l)
 			}
-			o := Owner{Worker: l.WorkerID, Rank: l.DPRank}
+			o := kvwire.Owner{Worker: l.WorkerID, Rank: l.DPRank}
 			if w := m.workers[o.Worker]; !w.has(o.Rank) || w.key != key {
 				t.Fatalf("step %d: /loads lists %v in %v, not a schedulable rank there", step, o, key)
 			}

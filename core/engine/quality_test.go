@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Routing quality counts every booking exactly once, whichever way it books: a two-phase
@@ -22,8 +24,8 @@ func qualityEngine(t *testing.T) *Engine {
 	for id := uint64(1); id <= 3; id++ {
 		mustUpsert(t, e, spec(id))
 	}
-	store(t, e, Owner{Worker: 1}, toks(0, 16))
-	store(t, e, Owner{Worker: 2}, toks(0, 8))
+	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 16))
+	store(t, e, kvwire.Owner{Worker: 2}, toks(0, 8))
 	bind := sessReq("bind", "s3", toks(1000, 8))
 	bind.AllowedWorkerIDs = []uint64{3}
 	if r, err := e.SelectAndReserve(bind, t0); err != nil || r.WorkerID != 3 {

@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestProbeQueueServiceMS: the probe's service estimate is the prefill time of the request's
@@ -15,7 +17,7 @@ func TestProbeQueueServiceMS(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(100)) }))
 	}
-	store(t, e, Owner{Worker: 2}, toks(0, 16)) // 4 blocks
+	store(t, e, kvwire.Owner{Worker: 2}, toks(0, 16)) // 4 blocks
 	prior := PrefillModel{A: cfg.PrefillModelA, B: cfg.PrefillModelB, C: cfg.PrefillModelC}
 	near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-9*max(1, want) }
 

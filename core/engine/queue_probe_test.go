@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestProbeQueue: the probe measures the prompt and the best effective cached prefix over the
@@ -17,8 +19,8 @@ func TestProbeQueue(t *testing.T) {
 		for id := uint64(1); id <= 3; id++ {
 			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(100)) }))
 		}
-		store(t, e, Owner{Worker: 1}, toks(0, 8))  // 2 blocks
-		store(t, e, Owner{Worker: 2}, toks(0, 16)) // 4 blocks
+		store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))  // 2 blocks
+		store(t, e, kvwire.Owner{Worker: 2}, toks(0, 16)) // 4 blocks
 		return e
 	}
 	e, twin := build(), build()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Startup index recovery (spec §11.2–§11.3): a peer's /dump is replayed into a staging index
@@ -61,8 +62,8 @@ type RecoveredBlock = radix.StoredBlock
 // The wire decoding lives in package recovery; core translates. Slices are only read during
 // Apply and may be reused by the caller afterwards.
 type RouterEvent struct {
-	Owner Owner // worker_id, dp_rank
-	Tier  Tier  // storage_tier (device when absent on the wire)
+	Owner kvwire.Owner // worker_id, dp_rank
+	Tier  kvwire.Tier  // storage_tier (device when absent on the wire)
 	Kind  RouterEventKind
 	// Stored: the chain hangs under the owner's block Parent (the root when !HasParent).
 	Parent    uint64
@@ -130,7 +131,7 @@ func (r *RecoveredIndex) Apply(ev *RouterEvent) error {
 	if r.poisoned != nil {
 		return r.poisoned
 	}
-	if ev.Tier >= radix.NumTiers {
+	if ev.Tier >= kvwire.NumTiers {
 		return r.poison(fmt.Errorf("%w: storage tier %d", ErrRecoveryInvalid, ev.Tier))
 	}
 	r.stats.Events++

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Compact dump records: the streaming /dump and the NATS snapshot server copy a partition's
@@ -16,8 +17,8 @@ import (
 // block Parent (the root when !HasParent). Replaying a partition's records in order rebuilds an
 // index with the same matches.
 type DumpRecord struct {
-	Owner     Owner
-	Tier      Tier
+	Owner     kvwire.Owner
+	Tier      kvwire.Tier
 	HasParent bool
 	Parent    uint64
 	Start, N  uint32 // the run in the block slice returned alongside

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine/kvhash"
-	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // chainEvent builds a stored RouterEvent of owner o holding the public blocks of toks (block
 // size 4) from the root, with external hashes derived from the owner.
-func chainEvent(o Owner, tier Tier, toks []uint32) RouterEvent {
+func chainEvent(o kvwire.Owner, tier kvwire.Tier, toks []uint32) RouterEvent {
 	ev := RouterEvent{Owner: o, Tier: tier, Kind: RouterStored}
 	seed := kvhash.BlockSeed("", "")
 	for i := 0; i+4 <= len(toks); i += 4 {
@@ -29,7 +29,7 @@ func seqTokens(n int) []uint32 {
 }
 
 // overlapOf returns the device blocks of owner o for prompt toks in partition key.
-func overlapOf(t *testing.T, e *Engine, model string, toks []uint32, o Owner) uint64 {
+func overlapOf(t *testing.T, e *Engine, model string, toks []uint32, o kvwire.Owner) uint64 {
 	t.Helper()
 	q := &PromptQuery{ModelName: ptr(model), Prompt: Prompt{TokenIDs: toks}}
 	res, err := e.OverlapScores(q)
@@ -42,44 +42,6 @@ func overlapOf(t *testing.T, e *Engine, model string, toks []uint32, o Owner) ui
 		}
 	}
 	return 0
-}
-
-// TestRecoveredIndexPendingThenAdopted: an index installed before any worker exists waits, is
-// dumped meanwhile, and is adopted by the partition the first worker creates.
-func TestRecoveredIndexPendingThenAdopted(t *testing.T) {
-	e := newEngine(t, nil)
-	r := NewRecoveredIndex(4)
-	ev := chainEvent(Owner{Worker: 1}, radix.TierDevice, seqTokens(16))
-	if err := r.Apply(&ev); err != nil {
-		t.Fatal(err)
-	}
-	key := PartitionKey{Model: DefaultName, Group: DefaultName}
-	out, err := e.InstallRecovered(key, r)
-	if err != nil || out != InstalledPending {
-		t.Fatalf("install: %v %v", out, err)
-	}
-	if r.Entries() != 0 {
-		t.Fatal("staging index still holds entries after install")
-	}
-	if p := e.RecoveredPending(); p.Partitions != 1 || p.Entries != 4 {
-		t.Fatalf("pending %+v", p)
-	}
-	if keys := e.DumpKeys(); len(keys) != 1 || keys[0] != key {
-		t.Fatalf("dump keys %v", keys)
-	}
-	recs, blocks, bs, ok := e.DumpPartitionRecords(key, nil, nil)
-	if !ok || bs != 4 || len(blocks) != 4 || len(recs) == 0 {
-		t.Fatalf("pending dump: %d records bs=%d ok=%v", len(recs), bs, ok)
-	}
-	if _, err := e.UpsertWorker(spec(1)); err != nil {
-		t.Fatal(err)
-	}
-	if p := e.RecoveredPending(); p.Partitions != 0 {
-		t.Fatalf("still pending after the partition was created: %+v", p)
-	}
-	if got := overlapOf(t, e, DefaultName, seqTokens(16), Owner{Worker: 1}); got != 4 {
-		t.Fatalf("device overlap %d, want 4", got)
-	}
 }
 
 // TestRecoveredIndexInstallCases covers replace, merge and the refusals.
@@ -99,11 +61,11 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 		if _, err := e.UpsertWorker(spec(1)); err != nil {
 			t.Fatal(err)
 		}
-		out, err := e.InstallRecovered(key, build(4, chainEvent(Owner{Worker: 1}, radix.TierDevice, seqTokens(8))))
+		out, err := e.InstallRecovered(key, build(4, chainEvent(kvwire.Owner{Worker: 1}, kvwire.TierDevice, seqTokens(8))))
 		if err != nil || out != InstalledReplaced {
 			t.Fatalf("%v %v", out, err)
 		}
-		if got := overlapOf(t, e, DefaultName, seqTokens(8), Owner{Worker: 1}); got != 2 {
+		if got := overlapOf(t, e, DefaultName, seqTokens(8), kvwire.Owner{Worker: 1}); got != 2 {
 			t.Fatalf("overlap %d", got)
 		}
 	})
@@ -114,14 +76,14 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		live := chainEvent(Owner{Worker: 1}, radix.TierDevice, seqTokens(4))
-		e.ApplyKVEvents(Owner{Worker: 1}, []KVEvent{{Kind: KVStored, BlockHashes: []uint64{live.Blocks[0].External},
+		live := chainEvent(kvwire.Owner{Worker: 1}, kvwire.TierDevice, seqTokens(4))
+		e.ApplyKVEvents(kvwire.Owner{Worker: 1}, []KVEvent{{Kind: KVStored, BlockHashes: []uint64{live.Blocks[0].External},
 			LocalHashes: []uint64{live.Blocks[0].Local}, BlockSize: 4}})
-		out, err := e.InstallRecovered(key, build(4, chainEvent(Owner{Worker: 2}, radix.TierDevice, seqTokens(12))))
+		out, err := e.InstallRecovered(key, build(4, chainEvent(kvwire.Owner{Worker: 2}, kvwire.TierDevice, seqTokens(12))))
 		if err != nil || out != InstalledMerged {
 			t.Fatalf("%v %v", out, err)
 		}
-		if a, b := overlapOf(t, e, DefaultName, seqTokens(12), Owner{Worker: 1}), overlapOf(t, e, DefaultName, seqTokens(12), Owner{Worker: 2}); a != 1 || b != 3 {
+		if a, b := overlapOf(t, e, DefaultName, seqTokens(12), kvwire.Owner{Worker: 1}), overlapOf(t, e, DefaultName, seqTokens(12), kvwire.Owner{Worker: 2}); a != 1 || b != 3 {
 			t.Fatalf("overlaps %d %d, want 1 (live) and 3 (recovered)", a, b)
 		}
 	})
@@ -130,7 +92,7 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 		if _, err := e.UpsertWorker(spec(1)); err != nil {
 			t.Fatal(err)
 		}
-		r := build(16, chainEvent(Owner{Worker: 1}, radix.TierDevice, seqTokens(8)))
+		r := build(16, chainEvent(kvwire.Owner{Worker: 1}, kvwire.TierDevice, seqTokens(8)))
 		_, err := e.InstallRecovered(key, r)
 		if !errors.Is(err, ErrRecoveryBlockSize) || !errors.Is(err, ErrConflict) {
 			t.Fatalf("err %v", err)
@@ -163,7 +125,7 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 	})
 	t.Run("pending then mismatching partition discards", func(t *testing.T) {
 		e := newEngine(t, nil)
-		if _, err := e.InstallRecovered(key, build(16, chainEvent(Owner{Worker: 1}, radix.TierDevice, seqTokens(8)))); err != nil {
+		if _, err := e.InstallRecovered(key, build(16, chainEvent(kvwire.Owner{Worker: 1}, kvwire.TierDevice, seqTokens(8)))); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.UpsertWorker(spec(1)); err != nil { // block size 4
@@ -179,7 +141,7 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 	t.Run("pending merges pending", func(t *testing.T) {
 		e := newEngine(t, nil)
 		for _, w := range []uint64{1, 2} {
-			if _, err := e.InstallRecovered(key, build(4, chainEvent(Owner{Worker: w}, radix.TierDevice, seqTokens(8)))); err != nil {
+			if _, err := e.InstallRecovered(key, build(4, chainEvent(kvwire.Owner{Worker: w}, kvwire.TierDevice, seqTokens(8)))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -195,7 +157,7 @@ func TestRecoveredIndexInstallCases(t *testing.T) {
 // TestRecoveredIndexApply: malformed events poison the index; misfits are skipped and counted.
 func TestRecoveredIndexApply(t *testing.T) {
 	r := NewRecoveredIndex(4)
-	o := Owner{Worker: 9}
+	o := kvwire.Owner{Worker: 9}
 	orphan := RouterEvent{Owner: o, Kind: RouterStored, Parent: 12345, HasParent: true, Blocks: []RecoveredBlock{{External: 1, Local: 2}}}
 	dup := RouterEvent{Owner: o, Kind: RouterStored, Blocks: []RecoveredBlock{{External: 1, Local: 2}, {External: 1, Local: 3}}}
 	unknownRm := RouterEvent{Owner: o, Kind: RouterRemoved, Removed: []uint64{77}}
@@ -208,12 +170,12 @@ func TestRecoveredIndexApply(t *testing.T) {
 	if st := r.Stats(); st.Skipped != 3 || st.Events != 4 || st.StoredBlocks != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	ok := chainEvent(o, radix.TierHostPinned, seqTokens(8))
+	ok := chainEvent(o, kvwire.TierHostPinned, seqTokens(8))
 	if err := r.Apply(&ok); err != nil {
 		t.Fatal(err)
 	}
-	rm := RouterEvent{Owner: o, Tier: radix.TierHostPinned, Kind: RouterRemoved, Removed: []uint64{ok.Blocks[1].External}}
-	clr := RouterEvent{Owner: Owner{Worker: 5}, Kind: RouterCleared}
+	rm := RouterEvent{Owner: o, Tier: kvwire.TierHostPinned, Kind: RouterRemoved, Removed: []uint64{ok.Blocks[1].External}}
+	clr := RouterEvent{Owner: kvwire.Owner{Worker: 5}, Kind: RouterCleared}
 	for _, ev := range []RouterEvent{rm, clr} {
 		if err := r.Apply(&ev); err != nil {
 			t.Fatal(err)
@@ -222,12 +184,12 @@ func TestRecoveredIndexApply(t *testing.T) {
 	if st := r.Stats(); st.StoredBlocks != 2 || st.RemovedBlocks != 1 || st.Cleared != 1 || r.Entries() != 1 {
 		t.Fatalf("stats %+v entries %d", st, r.Entries())
 	}
-	for _, bad := range []RouterEvent{{Owner: o, Kind: 0}, {Owner: o, Kind: RouterCleared, Tier: radix.NumTiers}} {
+	for _, bad := range []RouterEvent{{Owner: o, Kind: 0}, {Owner: o, Kind: RouterCleared, Tier: kvwire.NumTiers}} {
 		r := NewRecoveredIndex(4)
 		if err := r.Apply(&bad); !errors.Is(err, ErrRecoveryInvalid) || !errors.Is(err, ErrRecoveryPoisoned) {
 			t.Fatalf("malformed %+v: %v", bad, err)
 		}
-		good := chainEvent(o, radix.TierDevice, seqTokens(4))
+		good := chainEvent(o, kvwire.TierDevice, seqTokens(4))
 		if err := r.Apply(&good); !errors.Is(err, ErrRecoveryPoisoned) {
 			t.Fatal("poisoned index accepted a later event")
 		}
@@ -252,8 +214,8 @@ func TestDumpRecordsMatchDumpPartition(t *testing.T) {
 	}
 	key := PartitionKey{Model: DefaultName, Group: DefaultName}
 	r := NewRecoveredIndex(4)
-	for _, o := range []Owner{{Worker: 1}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 1}} {
-		for _, tier := range []Tier{radix.TierDevice, radix.TierDisk} {
+	for _, o := range []kvwire.Owner{{Worker: 1}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 1}} {
+		for _, tier := range []kvwire.Tier{kvwire.TierDevice, kvwire.TierDisk} {
 			ev := chainEvent(o, tier, seqTokens(4*int(3+o.Rank)))
 			if err := r.Apply(&ev); err != nil {
 				t.Fatal(err)

@@ -141,7 +141,7 @@ func (r *SelectRequest) sessionID() string {
 type weights struct {
 	credit, decay, scale, host, disk, shared, reqWeight, temperature float64
 	trackPrefill, assumeReuse                                        bool
-	kvselect                                                         bool    // kvselect's cost function instead of Dynamo's
+	policy                                                           policy  // the cost function (Config.Policy; policy.go)
 	modelA, modelB, modelC                                           float64 // prefill-time model (kvselect policy)
 	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
 	missWork                                                         float64 // cap of the queued-work weight of a miss (kvselect policy)
@@ -152,17 +152,21 @@ type weights struct {
 	robust                                                           bool    // consensus speed pricing and per-rank β (kvselect policy)
 }
 
-func (e *Engine) weightsFor(o *ConfigOverride) weights {
-	c := &e.cfg
-	w := weights{
+// weightsOf is c's weights with no request override.
+func weightsOf(c *Config) weights {
+	return weights{
 		credit: c.OverlapScoreCredit, decay: c.OverlapScoreCreditDecay, scale: c.PrefillLoadScale,
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
-		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, kvselect: c.Policy == PolicyKVSelect,
+		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 		robust: c.RobustKVSelect,
 	}
+}
+
+func (e *Engine) weightsFor(o *ConfigOverride) weights {
+	w := weightsOf(&e.cfg)
 	if o == nil {
 		return w
 	}

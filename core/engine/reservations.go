@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // reservation is one row of the process-wide reservation index: selection_id → where its
@@ -15,7 +16,7 @@ import (
 // Invariant: a row exists iff the partition's tracker holds a booking with the same id.
 type reservation struct {
 	key      PartitionKey
-	owner    Owner
+	owner    kvwire.Owner
 	fromPeer bool
 	peer     string // the replica that booked it, for rows mirrored from peers
 	session  string // the session whose lease this booking holds ("" = none)
@@ -71,7 +72,7 @@ func (e *Engine) Reserve(req *ReservationRequest, now time.Time) (*ReservationRe
 		return nil, err
 	}
 	p.expirePredicted(now)
-	o := Owner{Worker: *req.WorkerID, Rank: deref(req.DPRank, 0)}
+	o := kvwire.Owner{Worker: *req.WorkerID, Rank: deref(req.DPRank, 0)}
 	w, ok := p.members[o.Worker]
 	if !ok || !w.schedulable() {
 		return nil, notFound("schedulable worker %d not found for %s", o.Worker, key)
@@ -153,7 +154,7 @@ func (e *Engine) replay(key PartitionKey, id string, now time.Time) (*Reservatio
 }
 
 // cachedOn is the effective cached tokens of one rank for a prompt.
-func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
+func (e *Engine) cachedOn(p *partition, o kvwire.Owner, n *normalized) uint64 {
 	if len(n.block) == 0 {
 		return 0
 	}
@@ -168,12 +169,12 @@ func (e *Engine) cachedOn(p *partition, o Owner, n *normalized) uint64 {
 
 // book admits a request on rank o: load accounting, the reservation row, the approximate index
 // or the predicted side index (when bookings feed one) and the replicated admission event.
-func (e *Engine) book(p *partition, id string, o Owner, n normalized, prefill uint64, track bool, expOut *uint32, now time.Time) error {
+func (e *Engine) book(p *partition, id string, o kvwire.Owner, n normalized, prefill uint64, track bool, expOut *uint32, now time.Time) error {
 	if err := e.admitBooking(o.Worker, len(n.seq)); err != nil {
 		return err
 	}
 	err := p.tracker.Add(load.Booking{
-		ID: id, Owner: loadOwner(o), Hashes: n.seq, PrefillTokens: prefill,
+		ID: id, Owner: o, Hashes: n.seq, PrefillTokens: prefill,
 		ExpectedOutputTokens: deref(expOut, 0), AdmittedAt: now.UnixNano(),
 	})
 	switch {
@@ -291,7 +292,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 			prefill = ev.Add.PrefillTokens
 		}
 		if err := p.tracker.Add(load.Booking{
-			ID: ev.RequestID, Owner: loadOwner(ev.Owner), Hashes: ev.Add.TokenSequence, PrefillTokens: prefill,
+			ID: ev.RequestID, Owner: ev.Owner, Hashes: ev.Add.TokenSequence, PrefillTokens: prefill,
 			ExpectedOutputTokens: deref(ev.Add.ExpectedOutputTokens, 0), AdmittedAt: now.UnixNano(),
 		}); err != nil {
 			return false

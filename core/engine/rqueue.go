@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The router queue's order (Dynamo's scheduling/policy_queue semantics). Requests are queued per
@@ -54,7 +56,7 @@ type waiter struct {
 	prompt  parkedPrompt
 	part    PartitionKey
 	class   int
-	pinned  *Owner // the lane of a pinned request; nil otherwise
+	pinned  *kvwire.Owner // the lane of a pinned request; nil otherwise
 	isl     uint64
 	cached  uint64
 	cost    uint64 // max(1, isl − cached)
@@ -109,7 +111,7 @@ type classQueue struct {
 type partQueue struct {
 	prof    *policyProfile
 	classes []classQueue // parallel to prof.classes
-	lanes   map[Owner]*waitHeap
+	lanes   map[kvwire.Owner]*waitHeap
 	cursor  int  // the class deficit round robin visits first
 	carry   bool // the cursor class keeps a deficit: no new quantum on its next visit
 	n       int
@@ -200,9 +202,9 @@ func (q *routerQueue) park(req *SelectRequest, reserve bool, prof *policyProfile
 	pq := q.part(w.part, prof)
 	cq := &pq.classes[class]
 	if pw := req.PinnedWorker; pw != nil {
-		w.pinned = &Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
+		w.pinned = &kvwire.Owner{Worker: *pw.WorkerID, Rank: *pw.DPRank}
 		if pq.lanes == nil {
-			pq.lanes = map[Owner]*waitHeap{}
+			pq.lanes = map[kvwire.Owner]*waitHeap{}
 		}
 		lane := pq.lanes[*w.pinned]
 		if lane == nil {
@@ -233,7 +235,7 @@ func (q *routerQueue) waiting(k PartitionKey, class int, pinned *PinnedWorker) b
 		return false
 	}
 	if pinned != nil {
-		lane := pq.lanes[Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
+		lane := pq.lanes[kvwire.Owner{Worker: *pinned.WorkerID, Rank: *pinned.DPRank}]
 		return lane != nil && lane.Len() > 0
 	}
 	return class < len(pq.classes) && pq.classes[class].heap.Len() > 0
@@ -349,7 +351,7 @@ func (q *routerQueue) nextLane(k PartitionKey, dispatchable func(*waiter) bool) 
 	if pq == nil || len(pq.lanes) == 0 {
 		return nil
 	}
-	owners := slices.SortedFunc(maps.Keys(pq.lanes), Owner.Compare)
+	owners := slices.SortedFunc(maps.Keys(pq.lanes), kvwire.Owner.Compare)
 	for _, o := range owners {
 		if w := (*pq.lanes[o])[0]; dispatchable(w) {
 			return w

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // fleet registers three workers with different cached prefixes and loads, so that the built-in
@@ -21,7 +23,7 @@ func scoringEngine(t *testing.T, cfg Config, sc Scoring) *Engine {
 		}))
 	}
 	// Worker 2 caches the whole prompt: it wins the built-in cost.
-	store(t, e, Owner{Worker: 2}, toks(0, 16))
+	store(t, e, kvwire.Owner{Worker: 2}, toks(0, 16))
 	return e
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/core/engine/radix"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // scored is one candidate's selection inputs and cost: the public Candidate view plus the
@@ -239,7 +240,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 	ent := e.entriesOf(p, w)
 	for i := range cs {
 		l := &loads[i]
-		l.Owner = loadOwner(p.owners[i])
+		l.Owner = p.owners[i]
 		l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests, l.PendingPrefills, l.PrefillSquares = p.tracker.CountersAt(i)
 		l.Speed = p.tracker.SpeedAt(i)
 		c, o, sc := &p.cands[i], &ov[i], &cs[i]
@@ -254,7 +255,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		sc.w, sc.eligible, sc.cost = c.w, true, 0
 		sc.entries = ent[i]
 	}
-	costs(cs, n, p.blockSize, w)
+	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
 }
 
@@ -269,19 +270,17 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	cs := slices.Grow(s.cands[:0], len(p.cands))[:len(p.cands)]
 	s.cands = cs
 	s.loads = p.tracker.Loads(s.loads[:0])
-	if !loadsAligned(s.loads, p.cands) {
+	if !slices.EqualFunc(s.loads, p.owners, func(l load.RankLoad, o kvwire.Owner) bool { return l.Owner == o }) {
 		// Invariant breach guard: fetch per owner rather than trust positions.
 		s.loads = s.loads[:0]
 		for i := range p.cands {
-			s.loads = append(s.loads, p.tracker.Load(load.Owner{Worker: p.cands[i].w.id, Rank: p.cands[i].rank}))
+			s.loads = append(s.loads, p.tracker.Load(p.owners[i]))
 		}
 	}
+	ent := e.entriesOf(p, w)
 	for i := range p.cands {
 		c := &p.cands[i]
-		cs[i] = scored{Candidate: Candidate{Owner: Owner{Worker: c.w.id, Rank: c.rank}, Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true}
-		if w.kvselect && w.eviction > 0 {
-			cs[i].entries = int32(min(p.index.OwnerEntries(cs[i].Owner), 1<<31-1))
-		}
+		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true, entries: ent[i]}
 	}
 	if len(n.block) > 0 {
 		j := 0
@@ -298,7 +297,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 		p.tracker.ActivePrefix(n.seq, &s.prefix)
 		j := 0
 		for _, m := range s.prefix.Entries() {
-			o := Owner{Worker: m.Owner.Worker, Rank: m.Owner.Rank}
+			o := m.Owner
 			for j < len(cs) && cs[j].Owner.Compare(o) < 0 {
 				j++
 			}
@@ -307,27 +306,13 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 			}
 		}
 	}
-	costs(cs, n, p.blockSize, w)
+	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
 }
 
-// loadsAligned reports whether the tracker's loads line up with the candidates (the partition
-// invariant: the tracker holds exactly the schedulable ranks, both sorted by (worker, rank)).
-func loadsAligned(ls []load.RankLoad, cands []candidate) bool {
-	if len(ls) != len(cands) {
-		return false
-	}
-	for i := range ls {
-		if ls[i].Owner.Worker != cands[i].w.id || ls[i].Owner.Rank != cands[i].rank {
-			return false
-		}
-	}
-	return true
-}
-
 // findCand binary-searches the (worker, rank)-sorted candidate list.
-func findCand(cs []scored, o Owner) int {
-	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o Owner) int { return s.Owner.Compare(o) })
+func findCand(cs []scored, o kvwire.Owner) int {
+	i, ok := slices.BinarySearchFunc(cs, o, func(s scored, o kvwire.Owner) int { return s.Owner.Compare(o) })
 	if !ok {
 		return -1
 	}
@@ -406,7 +391,7 @@ func overlapSummary(cs []scored, w *worker, bs uint64, p *partition) OverlapSumm
 	next := -1 // where the next rank's candidate is expected (cs is sorted by (worker, rank))
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
 		var dev, host, disk uint64
-		o := Owner{Worker: w.id, Rank: r}
+		o := kvwire.Owner{Worker: w.id, Rank: r}
 		j := next
 		if j < 0 || j >= len(cs) || cs[j].Owner != o {
 			j = findCand(cs, o)

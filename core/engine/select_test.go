@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // cachedPair registers worker 1 (holding the first 8 blocks of prompt) and worker 2 (holding
@@ -21,7 +23,7 @@ func cachedPair(t *testing.T, cfg *Config) (*Engine, []uint32) {
 	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.Taints = []string{"gpu-a", "zone-1"} }))
 	mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.Taints = []string{"gpu-b"} }))
 	prompt := toks(0, 40)
-	store(t, e, Owner{Worker: 1}, prompt[:32])
+	store(t, e, kvwire.Owner{Worker: 1}, prompt[:32])
 	return e, prompt
 }
 
@@ -75,7 +77,7 @@ func TestSelectAndReserveConflict(t *testing.T) {
 	if ev := e.TakeEffects(nil); len(ev) != 0 {
 		t.Fatalf("conflicts emitted %d effects", len(ev))
 	}
-	if l := loadOf(e, defKey, Owner{Worker: 1}); l.ActiveRequests != 1 {
+	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); l.ActiveRequests != 1 {
 		t.Fatalf("conflicts changed load: %+v", l)
 	}
 	noErr(t, e.Free("a"))
@@ -100,13 +102,13 @@ func TestSelectAndReserveConflict(t *testing.T) {
 func TestSelectTargets(t *testing.T) {
 	e, prompt := cachedPair(t, nil)
 	mustUpsert(t, e, spec(3, dp(0, 2)))
-	pick := func(r *SelectRequest) (Owner, error) {
+	pick := func(r *SelectRequest) (kvwire.Owner, error) {
 		r.Prompt = tokenPrompt(prompt)
 		resp, err := e.Select(r, t0)
 		if err != nil {
-			return Owner{}, err
+			return kvwire.Owner{}, err
 		}
-		return Owner{Worker: resp.WorkerID, Rank: resp.DPRank}, nil
+		return kvwire.Owner{Worker: resp.WorkerID, Rank: resp.DPRank}, nil
 	}
 	u := func(v uint64) *uint64 { return &v }
 	r32 := func(v uint32) *uint32 { return &v }
@@ -116,26 +118,26 @@ func TestSelectTargets(t *testing.T) {
 	tests := []struct {
 		name    string
 		req     SelectRequest
-		want    Owner
+		want    kvwire.Owner
 		wantErr string
 	}{
-		{"cheapest without targets", SelectRequest{}, Owner{Worker: 1}, ""},
-		{"pinned beats cost", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(3), DPRank: r32(1)}}, Owner{Worker: 3, Rank: 1}, ""},
-		{"pinned beats affinity", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, AffinityTarget: &AffinityTarget{WorkerID: u(3)}}, Owner{Worker: 2}, ""},
-		{"pinned unknown worker", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(9), DPRank: r32(0)}}, Owner{}, "pinned worker 9 (dp_rank 0) is not schedulable for model=default routing_group=default"},
-		{"pinned rank outside range", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(3), DPRank: r32(2)}}, Owner{}, "pinned worker 3 (dp_rank 2) is not schedulable"},
-		{"pinned but not allowed", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, AllowedWorkerIDs: []uint64{1}}, Owner{}, "pinned worker 2 (dp_rank 0) is not allowed for this request"},
-		{"pinned but missing required taint", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-a"}}}, Owner{}, "is not allowed"},
-		{"affinity beats cost", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(2)}}, Owner{Worker: 2}, ""},
-		{"affinity with rank", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(3), DPRank: r32(1)}}, Owner{Worker: 3, Rank: 1}, ""},
-		{"affinity to an ineligible worker is ignored", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(2)}, AllowedWorkerIDs: []uint64{1, 3}}, Owner{Worker: 1}, ""},
-		{"affinity to an unknown worker is ignored", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(42)}}, Owner{Worker: 1}, ""},
-		{"allowed ids restrict", SelectRequest{AllowedWorkerIDs: []uint64{2}}, Owner{Worker: 2}, ""},
-		{"allowed ids unknown", SelectRequest{AllowedWorkerIDs: []uint64{42}}, Owner{}, "no endpoints available to route work"},
-		{"allowed ids empty list", SelectRequest{AllowedWorkerIDs: []uint64{}}, Owner{}, "no endpoints available to route work"},
-		{"required taints all present", SelectRequest{RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-b"}}}, Owner{Worker: 2}, ""},
-		{"required taints need all", SelectRequest{RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-a", "gpu-b"}}}, Owner{}, "no endpoints available to route work"},
-		{"required taints with allowed ids", SelectRequest{AllowedWorkerIDs: []uint64{1, 2}, RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"zone-1", "gpu-a"}}}, Owner{Worker: 1}, ""},
+		{"cheapest without targets", SelectRequest{}, kvwire.Owner{Worker: 1}, ""},
+		{"pinned beats cost", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(3), DPRank: r32(1)}}, kvwire.Owner{Worker: 3, Rank: 1}, ""},
+		{"pinned beats affinity", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, AffinityTarget: &AffinityTarget{WorkerID: u(3)}}, kvwire.Owner{Worker: 2}, ""},
+		{"pinned unknown worker", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(9), DPRank: r32(0)}}, kvwire.Owner{}, "pinned worker 9 (dp_rank 0) is not schedulable for model=default routing_group=default"},
+		{"pinned rank outside range", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(3), DPRank: r32(2)}}, kvwire.Owner{}, "pinned worker 3 (dp_rank 2) is not schedulable"},
+		{"pinned but not allowed", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, AllowedWorkerIDs: []uint64{1}}, kvwire.Owner{}, "pinned worker 2 (dp_rank 0) is not allowed for this request"},
+		{"pinned but missing required taint", SelectRequest{PinnedWorker: &PinnedWorker{WorkerID: u(2), DPRank: r32(0)}, RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-a"}}}, kvwire.Owner{}, "is not allowed"},
+		{"affinity beats cost", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(2)}}, kvwire.Owner{Worker: 2}, ""},
+		{"affinity with rank", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(3), DPRank: r32(1)}}, kvwire.Owner{Worker: 3, Rank: 1}, ""},
+		{"affinity to an ineligible worker is ignored", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(2)}, AllowedWorkerIDs: []uint64{1, 3}}, kvwire.Owner{Worker: 1}, ""},
+		{"affinity to an unknown worker is ignored", SelectRequest{AffinityTarget: &AffinityTarget{WorkerID: u(42)}}, kvwire.Owner{Worker: 1}, ""},
+		{"allowed ids restrict", SelectRequest{AllowedWorkerIDs: []uint64{2}}, kvwire.Owner{Worker: 2}, ""},
+		{"allowed ids unknown", SelectRequest{AllowedWorkerIDs: []uint64{42}}, kvwire.Owner{}, "no endpoints available to route work"},
+		{"allowed ids empty list", SelectRequest{AllowedWorkerIDs: []uint64{}}, kvwire.Owner{}, "no endpoints available to route work"},
+		{"required taints all present", SelectRequest{RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-b"}}}, kvwire.Owner{Worker: 2}, ""},
+		{"required taints need all", SelectRequest{RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"gpu-a", "gpu-b"}}}, kvwire.Owner{}, "no endpoints available to route work"},
+		{"required taints with allowed ids", SelectRequest{AllowedWorkerIDs: []uint64{1, 2}, RoutingConstraints: &RoutingConstraints{RequiredTaints: []string{"zone-1", "gpu-a"}}}, kvwire.Owner{Worker: 1}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,12 +309,12 @@ func TestOverlapSummary(t *testing.T) {
 	mustUpsert(t, e, spec(1, dp(0, 3)))
 	mustUpsert(t, e, spec(2))
 	prompt := toks(0, 24) // 6 blocks
-	r0, r1 := Owner{Worker: 1, Rank: 0}, Owner{Worker: 1, Rank: 1}
+	r0, r1 := kvwire.Owner{Worker: 1, Rank: 0}, kvwire.Owner{Worker: 1, Rank: 1}
 	storeTier(t, e, r0, TierOf("device"), nil, prompt[:8])
 	storeTier(t, e, r0, TierOf("disk"), prompt[:8], prompt[8:16])
 	storeTier(t, e, r1, TierOf("device"), nil, prompt[:4])
 	storeTier(t, e, r1, TierOf("host_pinned"), prompt[:4], prompt[4:12])
-	store(t, e, Owner{Worker: 2}, prompt[:24])
+	store(t, e, kvwire.Owner{Worker: 2}, prompt[:24])
 
 	sel := func(rank uint32) *SelectResponse {
 		t.Helper()
@@ -355,8 +357,8 @@ func TestOverlapSummary(t *testing.T) {
 }
 
 // TierOf parses a tier name for tests (panics on a typo, which fails the test loudly).
-func TierOf(name string) Tier {
-	for t := Tier(0); t < 4; t++ {
+func TierOf(name string) kvwire.Tier {
+	for t := kvwire.Tier(0); t < 4; t++ {
 		if t.String() == name {
 			return t
 		}
@@ -430,7 +432,7 @@ func TestConfigOverrides(t *testing.T) {
 	if resp.TrackPrefillTokens || uint64(resp.SequenceHashes[0]) == goldenVectors[0].seq[0] {
 		t.Fatalf("overrides ignored: track %v seq %v", resp.TrackPrefillTokens, resp.SequenceHashes)
 	}
-	if l := loadOf(e, defKey, Owner{Worker: 1}); l.PotentialPrefillTokens != 0 || l.PotentialDecodeBlocks != 4 {
+	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); l.PotentialPrefillTokens != 0 || l.PotentialDecodeBlocks != 4 {
 		t.Fatalf("untracked booking load %+v", l)
 	}
 	// The deprecated overlap_score_weight maps like DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT (§13.2).

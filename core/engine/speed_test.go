@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // synthFleet is a deterministic synthetic fleet driven through the engine's public lifecycle:
@@ -15,11 +17,11 @@ import (
 // with rare 8× outliers; the engine picks the rank (kvselect policy), sees prefill_complete at
 // the simulated completion time and free right after. The engine never sees truth.
 type synthFleet struct {
-	truth  map[Owner]PrefillModel
-	freeAt map[Owner]float64 // ms at which each rank's prefill unit is free
+	truth  map[kvwire.Owner]PrefillModel
+	freeAt map[kvwire.Owner]float64 // ms at which each rank's prefill unit is free
 	rng    *rand.Rand
 	queued int
-	picks  []Owner
+	picks  []kvwire.Owner
 }
 
 type doneEv struct {
@@ -63,7 +65,7 @@ func (f *synthFleet) run(t *testing.T, e *Engine, n int, gapMS float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
+		o := kvwire.Owner{Worker: resp.WorkerID, Rank: resp.DPRank}
 		f.picks = append(f.picks, o)
 		start := max(now, f.freeAt[o])
 		if start > now {
@@ -93,8 +95,8 @@ func newSynthFleet(t *testing.T, seed uint64) (*Engine, *synthFleet) {
 	mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }))
 	prior := cfg.priorSpeed(0)
 	f := &synthFleet{
-		truth:  map[Owner]PrefillModel{{Worker: 1, Rank: 0}: scaled(prior, 1.5), {Worker: 1, Rank: 1}: scaled(prior, 3), {Worker: 2, Rank: 0}: scaled(prior, 0.7)},
-		freeAt: map[Owner]float64{}, rng: rand.New(rand.NewPCG(seed, 3)),
+		truth:  map[kvwire.Owner]PrefillModel{{Worker: 1, Rank: 0}: scaled(prior, 1.5), {Worker: 1, Rank: 1}: scaled(prior, 3), {Worker: 2, Rank: 0}: scaled(prior, 0.7)},
+		freeAt: map[kvwire.Owner]float64{}, rng: rand.New(rand.NewPCG(seed, 3)),
 	}
 	return e, f
 }
@@ -112,7 +114,7 @@ func TestLearnedSpeedWithin10Percent(t *testing.T) {
 		t.Fatalf("%d speed rows, want 3", len(rows))
 	}
 	for _, r := range rows {
-		o := Owner{Worker: r.WorkerID, Rank: r.DPRank}
+		o := kvwire.Owner{Worker: r.WorkerID, Rank: r.DPRank}
 		got := PrefillModel{A: r.MSPerTokenSquared, B: r.MSPerToken, C: r.OverheadMS}
 		for _, tok := range []float64{500, 4000, 8000} {
 			want := f.truth[o].MS(tok)
@@ -133,11 +135,11 @@ func TestLearnedSpeedWithin10Percent(t *testing.T) {
 func TestLearnedSpeedSteersAwayFromASlowRank(t *testing.T) {
 	e, f := newSynthFleet(t, 2)
 	f.run(t, e, 600, 70)
-	late := map[Owner]int{}
+	late := map[kvwire.Owner]int{}
 	for _, o := range f.picks[300:] {
 		late[o]++
 	}
-	slow, fast := late[Owner{Worker: 1, Rank: 1}], late[Owner{Worker: 2, Rank: 0}]
+	slow, fast := late[kvwire.Owner{Worker: 1, Rank: 1}], late[kvwire.Owner{Worker: 2, Rank: 0}]
 	if !(slow < fast) {
 		t.Fatalf("requests 300-599: slow rank %d, fast rank %d (%v)", slow, fast, late)
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/kvselect/kvselect/core/engine/load"
+import (
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // stableIndex maps (model_name, stable_routing_id) to a schedulable worker, for adapters that
 // name workers by their stable routing id (the AIBrix decision endpoint names candidates
@@ -30,7 +33,7 @@ func (e *Engine) WorkerLoadsByStableID(model, id string, dst []load.RankLoad) ([
 		return dst, false
 	}
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-		dst = append(dst, p.tracker.Load(load.Owner{Worker: wid, Rank: r}))
+		dst = append(dst, p.tracker.Load(kvwire.Owner{Worker: wid, Rank: r}))
 	}
 	return dst, true
 }

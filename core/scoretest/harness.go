@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Cases is the number of generated inputs per check.
@@ -18,7 +20,7 @@ const Cases = 200
 type fixture struct {
 	ctx   engine.SelectionContext
 	cands []engine.Candidate
-	loads []engine.RankLoad
+	loads []load.RankLoad
 }
 
 // gen builds a deterministic random fixture with n candidates.
@@ -33,7 +35,7 @@ func gen(rng *rand.Rand, n int) *fixture {
 			Booking: rng.IntN(2) == 0, Temperature: []float64{0, 0.5}[rng.IntN(2)],
 		},
 		cands: make([]engine.Candidate, n),
-		loads: make([]engine.RankLoad, n),
+		loads: make([]load.RankLoad, n),
 	}
 	sid := f.ctx.SessionID
 	f.ctx.Session = &engine.SessionContext{SessionID: &sid, AgentHeaders: map[string][]string{"x-zone": {[]string{"a", "b", "c"}[rng.IntN(3)]}}}
@@ -43,12 +45,12 @@ func gen(rng *rand.Rand, n int) *fixture {
 		dev := rng.IntN(blocks + 1)
 		host := rng.IntN(blocks - dev + 1)
 		disk := rng.IntN(blocks - dev - host + 1)
-		f.loads[i] = engine.RankLoad{
+		f.loads[i] = load.RankLoad{
 			ActivePrefillTokens: uint64(rng.IntN(50_000)), ActiveBlocks: uint64(rng.IntN(5000)),
 			ActiveRequests: rng.IntN(100), PendingPrefills: rng.IntN(10),
 		}
 		f.loads[i].PrefillSquares = f.loads[i].ActivePrefillTokens * f.loads[i].ActivePrefillTokens / uint64(max(1, f.loads[i].PendingPrefills))
-		o := engine.Owner{Worker: uint64(i/4 + 1), Rank: uint32(i % 4)}
+		o := kvwire.Owner{Worker: uint64(i/4 + 1), Rank: uint32(i % 4)}
 		f.loads[i].Owner.Worker, f.loads[i].Owner.Rank = o.Worker, o.Rank
 		f.cands[i] = engine.Candidate{
 			Owner: o, DeviceBlocks: int32(dev), HostExtBlocks: int32(host), DiskExtBlocks: int32(disk),
@@ -69,7 +71,7 @@ func gen(rng *rand.Rand, n int) *fixture {
 
 // clone deep-copies a fixture (maps included) so mutation can be detected.
 func (f *fixture) clone() *fixture {
-	g := &fixture{ctx: f.ctx, cands: make([]engine.Candidate, len(f.cands)), loads: append([]engine.RankLoad(nil), f.loads...)}
+	g := &fixture{ctx: f.ctx, cands: make([]engine.Candidate, len(f.cands)), loads: append([]load.RankLoad(nil), f.loads...)}
 	if f.ctx.Session != nil {
 		s := *f.ctx.Session
 		sid := *s.SessionID
@@ -112,7 +114,7 @@ func (f *fixture) scribble() {
 	}
 	for i := range f.cands {
 		f.cands[i].DeviceBlocks, f.cands[i].BookedPrefixBlocks = -1, -1
-		f.loads[i] = engine.RankLoad{ActivePrefillTokens: math.MaxUint32}
+		f.loads[i] = load.RankLoad{ActivePrefillTokens: math.MaxUint32}
 		for k := range f.cands[i].Worker.TopologyDomains {
 			f.cands[i].Worker.TopologyDomains[k] = "scribbled"
 		}

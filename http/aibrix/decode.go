@@ -1,10 +1,11 @@
 package aibrix
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
-	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Sentinel errors of request decoding. [DecodeRequest] returns a
@@ -64,244 +65,256 @@ func invalid(field, title, format string, args ...any) *RequestError {
 // non-null.
 //
 // Ownership: the returned Request does not alias body; the caller may reuse
-// body immediately. All strings of the Request share one copy of body, so
-// the copy lives as long as any of them does.
+// body immediately. All strings of the Request share one copy of body (an
+// escaped string gets its own), so the copy lives as long as any of them does.
 //
 // Precedence of errors: syntax problems (empty, malformed, duplicate
-// member, trailing data) are found by the parser before any schema rule;
-// schema rules are checked in document order within an object, and missing
-// required members are reported after the object's present members were
-// checked.
+// member, trailing data) win over every schema rule, wherever they are in
+// the body; schema rules are checked in document order within an object,
+// and missing required members are reported after the object's present
+// members were checked; at the top level apiVersion and kind come first,
+// then missing members, then metadata, then spec.
 func DecodeRequest(body []byte) (*Request, error) {
-	// The single-pass decoder accepts only what decodeTree accepts and
-	// builds the same Request; it gives up (without a verdict) on anything
-	// unusual, which includes every invalid body. decodeTree then produces
-	// the precise error, so errors and their precedence have one definition.
-	if req, ok := decodeFast(body); ok {
-		return req, nil
-	}
-	return decodeTree(body)
+	return new(requestSlot).decode(body)
 }
 
-// decodeTree is the reference decoder: it parses body into a strictjson
-// tree and validates it member by member. It defines every error
-// DecodeRequest reports and is the oracle the differential tests hold
-// decodeFast to.
-func decodeTree(body []byte) (*Request, error) {
-	doc, err := strictjson.Parse(body)
+// requestSlot is a Request whose arrays a Handler reuses from one exchange
+// to the next (requests are garbage as soon as the answer is written, and
+// their arrays are most of what decoding allocates). Owned by one
+// exchange at a time; release clears every string so a pooled slot pins
+// no body.
+//
+// Invariant after a successful decode: every candidate's Ports and
+// Attributes, and PolicyContext, are windows (len == cap) of ports and
+// attrs, so appending to one can never overwrite another's.
+type requestSlot struct {
+	req   Request
+	cands []Candidate
+	ports []int
+	attrs Attributes
+	seen  map[string]int // candidate ids, for requests with more than 8
+}
+
+// maxPooled bounds the arrays a slot keeps for the next exchange.
+const maxPooled = 4096
+
+// decode decodes body into the slot; the result is valid until release.
+func (st *requestSlot) decode(body []byte) (*Request, error) {
+	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
+		return nil, &RequestError{Title: "Empty body", Detail: "the request body must hold one JSON object", err: ErrEmptyBody}
+	}
+	r := getReader(body)
+	defer putReader(r)
+	st.req = Request{}
+	if cap(st.cands) == 0 {
+		// A fresh slot: size the arrays once from a cheap count of '[' (every candidate has
+		// a ports array; a hint only, the arrays still grow if it is wrong), so a decode
+		// allocates a fixed number of times rather than once per doubling.
+		n := bytes.Count(body, []byte{'['})
+		st.cands, st.ports, st.attrs = make([]Candidate, 0, n), make([]int, 0, 2*n), make(Attributes, 0, 2*n+2)
+		if n > 8 {
+			st.seen = make(map[string]int, n)
+		}
+	}
+	st.cands, st.ports, st.attrs = st.cands[:0], st.ports[:0], st.attrs[:0]
+	err := r.request(st)
+	if err == nil || errors.Is(err, ErrInvalidRequest) {
+		if serr := r.end(); serr != nil {
+			err = serr
+		}
+	}
 	if err != nil {
-		return nil, syntaxProblem(err)
+		return nil, r.syntaxProblem(err)
 	}
-	defer doc.Release() // the Request keeps only strings, which stay valid
-	root := doc.Root()
-	if root.Kind() != strictjson.Object {
-		return nil, invalid("", titleType, "the document must be a JSON object, got %s", root.Kind())
+	return &st.req, nil
+}
+
+// release forgets the last request's strings; oversized arrays are
+// dropped so one huge request cannot pin memory in the pool.
+func (st *requestSlot) release() {
+	clear(st.cands)
+	clear(st.attrs)
+	clear(st.seen)
+	st.req = Request{}
+	if cap(st.cands) > maxPooled || cap(st.attrs) > 4*maxPooled || cap(st.ports) > 4*maxPooled || len(st.seen) > maxPooled {
+		*st = requestSlot{}
 	}
-	var (
-		req                   Request
-		haveAPI, haveKind     bool
-		metadata, spec        strictjson.Value
-		haveMetadata, hasSpec bool
-	)
-	for m := root.First(); m.Valid(); m = m.Next() {
-		switch m.Key() {
+}
+
+// request decodes the document into st.req.
+func (r *reader) request(st *requestSlot) error {
+	k, err := r.peek()
+	if err != nil {
+		return err
+	}
+	if k != '{' {
+		if err := r.skip(); err != nil {
+			return err
+		}
+		return invalid("", titleType, "the document must be a JSON object, got %s", kindName(k))
+	}
+	if err := r.token(); err != nil {
+		return err
+	}
+	var haveAPI, haveKind, haveMetadata, haveSpec bool
+	var metaErr, specErr error // deferred: reported after missing members
+	for r.more() {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		_, n0 := r.dec.StackIndex(1)
+		switch string(name) {
 		case "apiVersion":
-			s, err := requiredString("apiVersion", m)
-			if err != nil {
-				return nil, err
-			}
-			if s != APIVersion {
-				return nil, invalid("apiVersion", titleValue, "must be %q, got %q", APIVersion, s)
+			if err := r.constant("apiVersion", APIVersion); err != nil {
+				return err
 			}
 			haveAPI = true
 		case "kind":
-			s, err := requiredString("kind", m)
-			if err != nil {
-				return nil, err
-			}
-			if s != KindRequest {
-				return nil, invalid("kind", titleValue, "must be %q, got %q", KindRequest, s)
+			if err := r.constant("kind", KindRequest); err != nil {
+				return err
 			}
 			haveKind = true
 		case "metadata":
-			metadata, haveMetadata = m, true
+			haveMetadata = true
+			if metaErr = r.metadata(&st.req); metaErr != nil {
+				if !errors.Is(metaErr, ErrInvalidRequest) {
+					return metaErr
+				}
+				if err := r.finish(1, n0); err != nil {
+					return err
+				}
+			}
 		case "spec":
-			spec, hasSpec = m, true
+			haveSpec = true
+			if specErr = r.spec(st); specErr != nil {
+				if !errors.Is(specErr, ErrInvalidRequest) {
+					return specErr
+				}
+				if err := r.finish(1, n0); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := r.skip(); err != nil {
+				return err
+			}
 		}
+	}
+	if err := r.token(); err != nil {
+		return err
 	}
 	switch {
 	case !haveAPI:
-		return nil, invalid("apiVersion", titleMissing, "apiVersion is required")
+		return invalid("apiVersion", titleMissing, "apiVersion is required")
 	case !haveKind:
-		return nil, invalid("kind", titleMissing, "kind is required")
+		return invalid("kind", titleMissing, "kind is required")
 	case !haveMetadata:
-		return nil, invalid("metadata", titleMissing, "metadata is required")
-	case !hasSpec:
-		return nil, invalid("spec", titleMissing, "spec is required")
+		return invalid("metadata", titleMissing, "metadata is required")
+	case !haveSpec:
+		return invalid("spec", titleMissing, "spec is required")
+	case metaErr != nil:
+		return metaErr
 	}
-	if err := decodeMetadata(metadata, &req); err != nil {
-		return nil, err
-	}
-	if err := decodeSpec(spec, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
+	return specErr
 }
 
-// syntaxProblem maps a strictjson error onto the package sentinels. The
-// Field of a duplicate member is the path of the repeated member itself,
-// so a client sees "spec.candidates[0].id" rather than the enclosing object.
-func syntaxProblem(err error) *RequestError {
-	var se *strictjson.SyntaxError
-	if !errors.As(err, &se) {
-		return &RequestError{Title: "Malformed JSON", Detail: err.Error(), err: ErrMalformedJSON}
+// constant checks a required string member that must equal want.
+func (r *reader) constant(field, want string) error {
+	s, err := r.requiredString(field)
+	if err == nil && s != want {
+		err = invalid(field, titleValue, "must be %q, got %q", want, s)
 	}
-	re := &RequestError{Field: se.Path}
+	return err
+}
+
+// requiredString reads a required string member (null counts as missing).
+func (r *reader) requiredString(field string) (string, error) {
+	k, err := r.peek()
 	switch {
-	case errors.Is(err, strictjson.ErrEmpty):
-		re.Title, re.err = "Empty body", ErrEmptyBody
-		re.Detail = "the request body must hold one JSON object"
-	case errors.Is(err, strictjson.ErrDuplicateMember):
-		re.Title, re.err = "Duplicate JSON member", ErrDuplicateMember
-		re.Detail = fmt.Sprintf("member %q appears more than once in the same object (byte %d)", se.Name, se.Offset)
-		re.Field = joinPath(se.Path, se.Name)
-	case errors.Is(err, strictjson.ErrTrailingData):
-		re.Title, re.err = "Trailing data", ErrTrailingData
-		re.Detail = fmt.Sprintf("only one JSON value is allowed; found more input at byte %d", se.Offset)
-	default:
-		re.Title, re.err = "Malformed JSON", ErrMalformedJSON
-		re.Detail = fmt.Sprintf("%s at byte %d", se.Msg, se.Offset)
-	}
-	return re
-}
-
-func joinPath(base, key string) string {
-	if base == "" {
-		return key
-	}
-	return base + "." + key
-}
-
-// requiredString checks a required string member (null counts as missing).
-func requiredString(field string, v strictjson.Value) (string, error) {
-	switch v.Kind() {
-	case strictjson.String:
-		return v.Str(), nil
-	case strictjson.Null:
+	case err != nil:
+		return "", err
+	case k == '"':
+		return r.text()
+	case k == 'n':
 		return "", invalid(field, titleMissing, "%s is required and must not be null", field)
-	default:
-		return "", invalid(field, titleType, "must be a string, got %s", v.Kind())
 	}
+	return "", invalid(field, titleType, "must be a string, got %s", kindName(k))
 }
 
-// requiredObject checks a required object member (null counts as missing).
-func requiredObject(field string, v strictjson.Value) error {
-	switch v.Kind() {
-	case strictjson.Object:
-		return nil
-	case strictjson.Null:
+// requiredObject opens a required object member (null counts as missing).
+func (r *reader) requiredObject(field string) error {
+	k, err := r.peek()
+	switch {
+	case err != nil:
+		return err
+	case k == '{':
+		return r.token()
+	case k == 'n':
 		return invalid(field, titleMissing, "%s is required and must not be null", field)
-	default:
-		return invalid(field, titleType, "must be an object, got %s", v.Kind())
 	}
+	return invalid(field, titleType, "must be an object, got %s", kindName(k))
 }
 
-// optionalKind checks an optional member: present members must have kind k;
-// null is rejected because the contract says optional members are omitted.
-func optionalKind(field string, v strictjson.Value, k strictjson.Kind) error {
-	switch v.Kind() {
-	case k:
+// optional checks an optional member: present members must have kind want
+// ('{' is opened); null is rejected because the contract says optional
+// members are omitted.
+func (r *reader) optional(field string, want jsontext.Kind) error {
+	k, err := r.peek()
+	switch {
+	case err != nil:
+		return err
+	case k == want || (want == 't' && k == 'f'):
+		if k == '{' {
+			return r.token()
+		}
 		return nil
-	case strictjson.Null:
+	case k == 'n':
 		return invalid(field, titleNull, "optional members must be omitted instead of null")
-	default:
-		return invalid(field, titleType, "must be a%s %s, got %s", article(k), k, v.Kind())
 	}
+	article := ""
+	if want == '{' || want == '[' {
+		article = "n"
+	}
+	return invalid(field, titleType, "must be a%s %s, got %s", article, kindName(want), kindName(k))
 }
 
-func article(k strictjson.Kind) string {
-	if k == strictjson.Object || k == strictjson.Array {
-		return "n"
-	}
-	return ""
-}
-
-// decodeMetadata validates metadata: a required object whose requestId is
-// a required string of 1..MaxIDBytes bytes. UTF-8 validity is guaranteed by
-// the parser. Unknown members (including a decisionId, which only responses
-// carry) are ignored.
-func decodeMetadata(v strictjson.Value, req *Request) error {
-	if err := requiredObject("metadata", v); err != nil {
+// metadata validates metadata: a required object whose requestId is a
+// required string of 1..MaxIDBytes bytes (UTF-8 validity is jsontext's).
+// Unknown members (including a decisionId, which only responses carry) are
+// ignored.
+func (r *reader) metadata(req *Request) error {
+	if err := r.requiredObject("metadata"); err != nil {
 		return err
 	}
-	id, ok := v.Get("requestId")
-	if !ok {
+	var idErr error
+	haveID := false
+	for r.more() {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		if string(name) != "requestId" {
+			if err := r.skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		haveID = true
+		s, err := r.requiredString("metadata.requestId")
+		switch {
+		case err != nil:
+			return err
+		case s == "" || len(s) > MaxIDBytes:
+			idErr = invalid("metadata.requestId", titleValue, "must be 1..%d UTF-8 bytes, got %d", MaxIDBytes, len(s))
+		}
+		req.RequestID = s
+	}
+	if err := r.token(); err != nil {
+		return err
+	}
+	if !haveID {
 		return invalid("metadata.requestId", titleMissing, "metadata.requestId is required")
 	}
-	s, err := requiredString("metadata.requestId", id)
-	if err != nil {
-		return err
-	}
-	if s == "" || len(s) > MaxIDBytes {
-		return invalid("metadata.requestId", titleValue, "must be 1..%d UTF-8 bytes, got %d", MaxIDBytes, len(s))
-	}
-	req.RequestID = s
-	return nil
-}
-
-// decodeSpec validates spec: model (non-empty string), policyMode (exact
-// enum), the optional policyContext.attributes, and candidates. The model
-// is used verbatim: kvselect neither normalises nor changes it.
-func decodeSpec(v strictjson.Value, req *Request) error {
-	if err := requiredObject("spec", v); err != nil {
-		return err
-	}
-	var haveModel, haveMode, haveCandidates bool
-	for m := v.First(); m.Valid(); m = m.Next() {
-		switch m.Key() {
-		case "model":
-			s, err := requiredString("spec.model", m)
-			if err != nil {
-				return err
-			}
-			if s == "" {
-				return invalid("spec.model", titleValue, "must be a non-empty string")
-			}
-			req.Model, haveModel = s, true
-		case "policyMode":
-			s, err := requiredString("spec.policyMode", m)
-			if err != nil {
-				return err
-			}
-			if s != string(Advisory) && s != string(Authoritative) {
-				return invalid("spec.policyMode", titleValue, "must be %q or %q, got %q", Advisory, Authoritative, s)
-			}
-			req.PolicyMode, haveMode = PolicyMode(s), true
-		case "policyContext":
-			if err := optionalKind("spec.policyContext", m, strictjson.Object); err != nil {
-				return err
-			}
-			if a, ok := m.Get("attributes"); ok {
-				attrs, err := decodeAttributes("spec.policyContext.attributes", a)
-				if err != nil {
-					return err
-				}
-				req.PolicyContext = attrs
-			}
-		case "candidates":
-			if err := decodeCandidates(m, req); err != nil {
-				return err
-			}
-			haveCandidates = true
-		}
-	}
-	switch {
-	case !haveModel:
-		return invalid("spec.model", titleMissing, "spec.model is required")
-	case !haveMode:
-		return invalid("spec.policyMode", titleMissing, "spec.policyMode is required")
-	case !haveCandidates:
-		return invalid("spec.candidates", titleMissing, "spec.candidates is required")
-	}
-	return nil
+	return idErr
 }

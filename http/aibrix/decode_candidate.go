@@ -6,91 +6,177 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
-// This file decodes spec.candidates. Invariants established for every
-// decoded candidate (relied on by Evaluate and the encoders):
+// This file decodes spec and its candidates. Invariants established for
+// every decoded candidate (relied on by Evaluate and the encoders):
 //
 //   - ID is unique within the request and has exactly one '/' with
 //     non-empty text on both sides, at most MaxIDBytes bytes;
 //   - Ports is non-empty, sorted ascending, duplicate-free, within 1..65535,
-//     and a window (len == cap) of an arena shared by the whole request, so
+//     and a window (len == cap) of an array shared by the whole request, so
 //     appending to it can never overwrite another candidate's ports;
 //   - Attributes has unique, pattern-valid names and string values within
-//     the length bound (uniqueness comes from the parser's duplicate check);
+//     the length bound (uniqueness comes from jsontext's duplicate check);
 //   - Metrics flags are set only for members present with in-range values.
 //
 // Error fields are built relative to the candidate and prefixed by the
 // caller only when a request is rejected, so valid requests pay nothing
 // for precise error paths.
 
-// decodeCandidates decodes the candidates array into req.Candidates and
-// enforces id uniqueness across candidates.
-func decodeCandidates(v strictjson.Value, req *Request) error {
-	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
-		return invalid("spec.candidates", titleMissing, "spec.candidates is required and must not be null")
-	default:
-		return invalid("spec.candidates", titleType, "must be an array, got %s", v.Kind())
+// spec validates spec: model (non-empty string), policyMode (exact enum),
+// the optional policyContext.attributes, and candidates. The model is used
+// verbatim: kvselect neither normalises nor changes it.
+func (r *reader) spec(st *requestSlot) error {
+	if err := r.requiredObject("spec"); err != nil {
+		return err
 	}
-	if v.Len() == 0 {
-		return invalid("spec.candidates", titleValue, "must contain at least one candidate")
-	}
-	req.Candidates = make([]Candidate, 0, v.Len())
-	// Ports and attributes of all candidates live in two shared arenas:
-	// each candidate gets a full-capacity-limited window, and a later
-	// reallocation of an arena leaves earlier windows on the old array,
-	// which stays valid. This keeps allocations independent of n.
-	ar := &arena{ports: make([]int, 0, 2*v.Len()), attrs: make(Attributes, 0, 2*v.Len())}
-	// Small snapshots check uniqueness by scanning; larger ones use a map so
-	// hostile inputs stay O(n).
-	var seen map[string]int
-	if v.Len() > 8 {
-		seen = make(map[string]int, v.Len())
-	}
-	i := 0
-	for e := v.First(); e.Valid(); e = e.Next() {
-		c, err := decodeCandidate(e, ar)
+	req := &st.req
+	var haveModel, haveMode, haveCandidates bool
+	for r.more() {
+		name, err := r.name()
 		if err != nil {
-			return prefixed(err, "spec.candidates["+strconv.Itoa(i)+"]")
+			return err
 		}
-		dup := -1
-		if seen != nil {
-			if j, ok := seen[c.ID]; ok {
-				dup = j
-			} else {
-				seen[c.ID] = i
+		switch string(name) {
+		case "model":
+			s, err := r.requiredString("spec.model")
+			if err != nil {
+				return err
 			}
-		} else {
-			for j := range req.Candidates {
-				if req.Candidates[j].ID == c.ID {
-					dup = j
-				}
+			if s == "" {
+				return invalid("spec.model", titleValue, "must be a non-empty string")
+			}
+			req.Model, haveModel = s, true
+		case "policyMode":
+			s, err := r.requiredString("spec.policyMode")
+			if err != nil {
+				return err
+			}
+			if s != string(Advisory) && s != string(Authoritative) {
+				return invalid("spec.policyMode", titleValue, "must be %q or %q, got %q", Advisory, Authoritative, s)
+			}
+			req.PolicyMode, haveMode = PolicyMode(s), true
+		case "policyContext":
+			if err := r.policyContext(st); err != nil {
+				return err
+			}
+		case "candidates":
+			if err := r.candidates(st); err != nil {
+				return err
+			}
+			haveCandidates = true
+		default:
+			if err := r.skip(); err != nil {
+				return err
 			}
 		}
-		if dup >= 0 {
-			return invalid("spec.candidates["+strconv.Itoa(i)+"].id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, dup)
-		}
-		req.Candidates = append(req.Candidates, c)
-		i++
+	}
+	if err := r.token(); err != nil {
+		return err
+	}
+	switch {
+	case !haveModel:
+		return invalid("spec.model", titleMissing, "spec.model is required")
+	case !haveMode:
+		return invalid("spec.policyMode", titleMissing, "spec.policyMode is required")
+	case !haveCandidates:
+		return invalid("spec.candidates", titleMissing, "spec.candidates is required")
 	}
 	return nil
 }
 
-// arena holds the shared backing arrays of one request's candidates.
-type arena struct {
-	ports []int
-	attrs Attributes
+// policyContext decodes the optional policyContext object; only its
+// attributes member is read.
+func (r *reader) policyContext(st *requestSlot) error {
+	if err := r.optional("spec.policyContext", '{'); err != nil {
+		return err
+	}
+	for r.more() {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		if string(name) != "attributes" {
+			if err := r.skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		if st.req.PolicyContext, err = r.attributes("spec.policyContext.attributes", &st.attrs); err != nil {
+			return err
+		}
+	}
+	return r.token()
+}
+
+// candidates decodes the candidates array into st.req.Candidates and
+// enforces id uniqueness across candidates.
+func (r *reader) candidates(st *requestSlot) error {
+	k, err := r.peek()
+	switch {
+	case err != nil:
+		return err
+	case k == 'n':
+		return invalid("spec.candidates", titleMissing, "spec.candidates is required and must not be null")
+	case k != '[':
+		return invalid("spec.candidates", titleType, "must be an array, got %s", kindName(k))
+	}
+	if err := r.token(); err != nil {
+		return err
+	}
+	if !r.more() {
+		if _, err := r.peek(); err != nil {
+			return err
+		}
+		return invalid("spec.candidates", titleValue, "must contain at least one candidate")
+	}
+	for i := 0; r.more(); i++ {
+		c, err := r.candidate(st)
+		if err != nil {
+			return prefixed(err, "spec.candidates["+strconv.Itoa(i)+"]")
+		}
+		if j, dup := st.sawID(c.ID, i); dup {
+			return invalid("spec.candidates["+strconv.Itoa(i)+"].id", titleDuplicate, "candidate id %q repeats spec.candidates[%d]", c.ID, j)
+		}
+		st.cands = append(st.cands, c)
+	}
+	st.req.Candidates = st.cands
+	return r.token()
+}
+
+// sawID records candidate i's id and reports an earlier candidate with the
+// same id. Small snapshots check by scanning; larger ones use a map so
+// hostile inputs stay O(n).
+func (st *requestSlot) sawID(id string, i int) (int, bool) {
+	if i < 8 {
+		for j := range st.cands {
+			if st.cands[j].ID == id {
+				return j, true
+			}
+		}
+		return 0, false
+	}
+	if st.seen == nil {
+		st.seen = make(map[string]int)
+	}
+	if len(st.seen) == 0 {
+		for j := range st.cands {
+			st.seen[st.cands[j].ID] = j
+		}
+	}
+	if j, ok := st.seen[id]; ok {
+		return j, true
+	}
+	st.seen[id] = i
+	return 0, false
 }
 
 // prefixed prepends prefix to the Field of a *RequestError whose Field is
 // relative, so paths are only built when a request is rejected.
 func prefixed(err error, prefix string) error {
 	var re *RequestError
-	if errors.As(err, &re) {
+	if errors.As(err, &re) && errors.Is(err, ErrInvalidRequest) {
 		switch {
 		case re.Field == "":
 			re.Field = prefix
@@ -103,17 +189,28 @@ func prefixed(err error, prefix string) error {
 	return err
 }
 
-// decodeCandidate decodes one candidate; error fields are relative to it.
-func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
+// candidate decodes one candidate; error fields are relative to it.
+func (r *reader) candidate(st *requestSlot) (Candidate, error) {
 	var c Candidate
-	if v.Kind() != strictjson.Object {
-		return c, invalid("", titleType, "each candidate must be an object, got %s", v.Kind())
+	k, err := r.peek()
+	if err != nil {
+		return c, err
+	}
+	if k != '{' {
+		return c, invalid("", titleType, "each candidate must be an object, got %s", kindName(k))
+	}
+	if err := r.token(); err != nil {
+		return c, err
 	}
 	var haveID, havePorts bool
-	for m := v.First(); m.Valid(); m = m.Next() {
-		switch m.Key() {
+	for r.more() {
+		name, err := r.name()
+		if err != nil {
+			return c, err
+		}
+		switch string(name) {
 		case "id":
-			s, err := requiredString("id", m)
+			s, err := r.requiredString("id")
 			if err != nil {
 				return c, err
 			}
@@ -122,22 +219,26 @@ func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
 			}
 			c.ID, haveID = s, true
 		case "ports":
-			ports, err := decodePorts("ports", m, &ar.ports)
-			if err != nil {
+			if c.Ports, err = r.ports("ports", &st.ports); err != nil {
 				return c, err
 			}
-			c.Ports, havePorts = ports, true
+			havePorts = true
 		case "attributes":
-			a, err := decodeAttributesInto("attributes", m, &ar.attrs)
-			if err != nil {
+			if c.Attributes, err = r.attributes("attributes", &st.attrs); err != nil {
 				return c, err
 			}
-			c.Attributes = a
 		case "metrics":
-			if err := decodeMetrics(m, &c.Metrics); err != nil {
+			if err := r.metrics(&c.Metrics); err != nil {
 				return c, prefixed(err, "metrics")
 			}
+		default:
+			if err := r.skip(); err != nil {
+				return c, err
+			}
 		}
+	}
+	if err := r.token(); err != nil {
+		return c, err
 	}
 	switch {
 	case !haveID:
@@ -148,12 +249,17 @@ func decodeCandidate(v strictjson.Value, ar *arena) (Candidate, error) {
 	return c, nil
 }
 
+// validCandidateID is the candidate id rule: at most MaxIDBytes bytes with
+// exactly one '/', text on both sides.
+func validCandidateID(s string) bool {
+	slash := strings.IndexByte(s, '/')
+	return len(s) <= MaxIDBytes && slash > 0 && slash < len(s)-1 && strings.IndexByte(s[slash+1:], '/') < 0
+}
+
 // checkCandidateID enforces `^[^/]+/[^/]+$` and the 256-byte bound. The
 // byte bound is the Gateway's (it refuses longer ids before sending); the
 // schema's maxLength counts characters, so bytes is the stricter reading
 // and every id the Gateway can send passes.
-// The rule itself is validCandidateID's, shared with the fast decoder; this
-// only explains a rejection.
 func checkCandidateID(field, s string) error {
 	switch {
 	case validCandidateID(s):
@@ -165,37 +271,51 @@ func checkCandidateID(field, s string) error {
 	}
 }
 
-// decodePorts appends the ports to *ar and returns the window holding them.
-func decodePorts(field string, v strictjson.Value, ar *[]int) ([]int, error) {
-	switch v.Kind() {
-	case strictjson.Array:
-	case strictjson.Null:
+// ports appends the ports to *ar and returns the window holding them.
+func (r *reader) ports(field string, ar *[]int) ([]int, error) {
+	k, err := r.peek()
+	switch {
+	case err != nil:
+		return nil, err
+	case k == 'n':
 		return nil, invalid(field, titleMissing, "ports are required and must not be null")
-	default:
-		return nil, invalid(field, titleType, "must be an array, got %s", v.Kind())
+	case k != '[':
+		return nil, invalid(field, titleType, "must be an array, got %s", kindName(k))
 	}
-	if v.Len() == 0 {
-		return nil, invalid(field, titleValue, "must list at least one port")
+	if err := r.token(); err != nil {
+		return nil, err
 	}
 	start := len(*ar)
-	i := 0
-	for e := v.First(); e.Valid(); e = e.Next() {
-		pf := field // made precise only on error
-		if e.Kind() != strictjson.Number {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Kind())
+	for i := 0; r.more(); i++ {
+		pf := func() string { return field + "[" + strconv.Itoa(i) + "]" } // only on error
+		k, err := r.peek()
+		if err != nil {
+			return nil, err
 		}
-		x, ok := e.Integral()
+		if k != '0' {
+			return nil, invalid(pf(), titleType, "must be an integer, got %s", kindName(k))
+		}
+		lit, err := r.literal()
+		if err != nil {
+			return nil, err
+		}
+		x, ok := integral(lit)
 		if !ok {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleType, "must be an integer, got %s", e.Literal())
+			return nil, invalid(pf(), titleType, "must be an integer, got %s", lit)
 		}
 		if x < 1 || x > 65535 {
-			pf = field + "[" + strconv.Itoa(i) + "]"
-			return nil, invalid(pf, titleValue, "port %d is outside 1..65535", x)
+			return nil, invalid(pf(), titleValue, "port %d is outside 1..65535", x)
 		}
 		*ar = append(*ar, int(x))
-		i++
+	}
+	if len(*ar) == start {
+		if _, err := r.peek(); err != nil {
+			return nil, err
+		}
+		return nil, invalid(field, titleValue, "must list at least one port")
+	}
+	if err := r.token(); err != nil {
+		return nil, err
 	}
 	ports := (*ar)[start:len(*ar):len(*ar)]
 	slices.Sort(ports)
@@ -243,79 +363,125 @@ var attrNameByte = func() (t [256]uint8) {
 	return t
 }()
 
-// decodeAttributes decodes an attributes object into its own slice.
-func decodeAttributes(field string, v strictjson.Value) (Attributes, error) {
-	var own Attributes
-	return decodeAttributesInto(field, v, &own)
-}
-
-// decodeAttributesInto appends to *ar and returns the window it used.
-func decodeAttributesInto(field string, v strictjson.Value, ar *Attributes) (Attributes, error) {
-	if err := optionalKind(field, v, strictjson.Object); err != nil {
+// attributes appends an attributes object to *ar and returns the window it
+// used. The member count is checked before any member (as a whole-object
+// rule), so member errors are held until the object is read.
+func (r *reader) attributes(field string, ar *Attributes) (Attributes, error) {
+	if err := r.optional(field, '{'); err != nil {
 		return nil, err
 	}
-	if v.Len() > MaxAttributes {
-		return nil, invalid(field, titleValue, "at most %d attributes are allowed, got %d", MaxAttributes, v.Len())
-	}
-	if v.Len() == 0 {
-		return Attributes{}, nil
-	}
 	start := len(*ar)
-	for m := v.First(); m.Valid(); m = m.Next() {
-		name := m.Key()
-		if !ValidAttributeName(name) {
-			return nil, invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", name)
+	var first error
+	n := 0
+	for ; r.more(); n++ {
+		name, err := r.name()
+		if err != nil {
+			return nil, err
 		}
-		if m.Kind() != strictjson.String {
-			return nil, invalid(field+"."+name, titleType, "attribute values must be strings, got %s", m.Kind())
+		if first != nil || n >= MaxAttributes {
+			if err := r.skip(); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		if n := len(m.Str()); n > MaxAttributeValueLen && utf8.RuneCountInString(m.Str()) > MaxAttributeValueLen {
-			return nil, invalid(field+"."+name, titleValue, "attribute value must be at most %d characters, got %d",
-				MaxAttributeValueLen, utf8.RuneCountInString(m.Str()))
+		attr := Attribute{Name: r.nameString(name)}
+		if !ValidAttributeName(attr.Name) {
+			first = invalid(field, titleValue, "attribute name %q must match ^[A-Za-z][A-Za-z0-9_./-]{0,127}$", attr.Name)
+			if err := r.skip(); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		*ar = append(*ar, Attribute{Name: name, Value: m.Str()})
+		k, err := r.peek()
+		if err != nil {
+			return nil, err
+		}
+		if k != '"' {
+			first = invalid(field+"."+attr.Name, titleType, "attribute values must be strings, got %s", kindName(k))
+			if err := r.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if attr.Value, err = r.text(); err != nil {
+			return nil, err
+		}
+		if len(attr.Value) > MaxAttributeValueLen && utf8.RuneCountInString(attr.Value) > MaxAttributeValueLen {
+			first = invalid(field+"."+attr.Name, titleValue, "attribute value must be at most %d characters, got %d",
+				MaxAttributeValueLen, utf8.RuneCountInString(attr.Value))
+			continue
+		}
+		*ar = append(*ar, attr)
+	}
+	if err := r.token(); err != nil {
+		return nil, err
+	}
+	switch {
+	case n > MaxAttributes:
+		return nil, invalid(field, titleValue, "at most %d attributes are allowed, got %d", MaxAttributes, n)
+	case first != nil:
+		return nil, first
+	case n == 0:
+		return Attributes{}, nil
 	}
 	return (*ar)[start:len(*ar):len(*ar)], nil
 }
 
-// decodeMetrics decodes a metrics object; error fields are relative to it.
+// metrics decodes a metrics object; error fields are relative to it.
 //
 // The Gateway omits unavailable, non-finite, negative or above-one values
 // itself, so an out-of-range value here means a non-Gateway client or a
 // Gateway bug; it is rejected rather than clamped so the problem is seen.
-func decodeMetrics(v strictjson.Value, out *Metrics) error {
-	if err := optionalKind("", v, strictjson.Object); err != nil {
+func (r *reader) metrics(out *Metrics) error {
+	if err := r.optional("", '{'); err != nil {
 		return err
 	}
-	for m := v.First(); m.Valid(); m = m.Next() {
-		mf := m.Key() // relative; the caller prefixes the path on error
-		switch m.Key() {
+	for r.more() {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		var mf string // relative; the caller prefixes the path on error
+		switch string(name) {
 		case "runningRequests":
-			if err := optionalKind(mf, m, strictjson.Number); err != nil {
+			mf = "runningRequests"
+		case "engineUtilization":
+			mf = "engineUtilization"
+		case "kvCacheUsage":
+			mf = "kvCacheUsage"
+		default:
+			if err := r.skip(); err != nil {
 				return err
 			}
-			x, ok := m.Integral()
+			continue
+		}
+		if err := r.optional(mf, '0'); err != nil {
+			return err
+		}
+		lit, err := r.literal()
+		if err != nil {
+			return err
+		}
+		if mf == "runningRequests" {
+			x, ok := integral(lit)
 			if !ok {
-				return invalid(mf, titleType, "must be an integer, got %s", m.Literal())
+				return invalid(mf, titleType, "must be an integer, got %s", lit)
 			}
 			if x < 0 {
 				return invalid(mf, titleValue, "must be >= 0, got %d", x)
 			}
 			out.RunningRequests, out.HasRunningRequests = x, true
-		case "engineUtilization", "kvCacheUsage":
-			if err := optionalKind(mf, m, strictjson.Number); err != nil {
-				return err
-			}
-			f, ok := m.Float()
-			if !ok || f < 0 || f > 1 {
-				return invalid(mf, titleValue, "must be a ratio in [0,1], got %s", m.Literal())
-			}
-			if m.Key() == "kvCacheUsage" {
-				out.KVCacheUsage, out.HasKVCacheUsage = f, true
-			} else {
-				out.EngineUtilization, out.HasEngineUtilization = f, true
-			}
+			continue
+		}
+		f, ok := finite(lit)
+		if !ok || f < 0 || f > 1 {
+			return invalid(mf, titleValue, "must be a ratio in [0,1], got %s", lit)
+		}
+		if mf == "kvCacheUsage" {
+			out.KVCacheUsage, out.HasKVCacheUsage = f, true
+		} else {
+			out.EngineUtilization, out.HasEngineUtilization = f, true
 		}
 	}
-	return nil
+	return r.token()
 }

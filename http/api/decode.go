@@ -39,8 +39,8 @@ func (e *httpError) Unwrap() error { return e.kind }
 // type must be application/json or application/*+json (415, checked before the body is read),
 // the body at most 8 MiB (413), syntax errors are 400 and data errors (wrong types, duplicate
 // fields, a body that is not an object) 422. Field names match case-sensitively and unknown
-// fields are ignored. t is v's decoding table (jsonrequests.go).
-func decodeJSON[T any](w http.ResponseWriter, r *http.Request, v *T, t *structTable[T]) error {
+// fields are ignored (jsondecode.go).
+func decodeJSON[T any](w http.ResponseWriter, r *http.Request, v *T) error {
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
 		return &httpError{errUnsupportedMedia, "Expected request with `Content-Type: application/json`"}
 	}
@@ -50,7 +50,7 @@ func decodeJSON[T any](w http.ResponseWriter, r *http.Request, v *T, t *structTa
 	if err != nil {
 		return err
 	}
-	err = decodeBody(*buf, v, t)
+	err = decodeBody(*buf, v)
 	putBody(buf) // nothing decoded aliases the body: every string was copied out
 	return err
 }
@@ -157,76 +157,6 @@ func budgetErr(w http.ResponseWriter, bb *budgetBody) error {
 	w.Header().Set("Retry-After", "1")
 	return &httpError{errBodyBudget, "request bodies in flight exceed the server's memory budget (--http-max-body-bytes-in-flight " +
 		strconv.FormatInt(bb.g.lim.MaxBodyBytesInFlight, 10) + "); retry later"}
-}
-
-// nullBodyMsg is the 422 text for a body that is a bare null.
-const nullBodyMsg = "Failed to deserialize the JSON body into the target type: invalid type: null, expected a JSON object"
-
-// decodeBody decodes one JSON object into v, which must be zeroed, and rejects trailing data.
-//
-// Error precedence is encoding/json's (the reference the tests compare against): the syntax of
-// the whole first value is checked before any data error is reported, so a body with both is
-// 400; data errors then win over trailing data after the value; trailing data alone is 400.
-// A bare null is 422 (encoding/json would decode it as a no-op; serde rejects it).
-func decodeBody[T any](body []byte, v *T, t *structTable[T]) error {
-	d := getDecoder(body)
-	defer putDecoder(d)
-	if d.peek() != '{' {
-		return topLevelNotObject(d)
-	}
-	if err := object(d, v, t); err != nil {
-		if !isSyntax(err) {
-			if serr := (&decoder{buf: body}).skipValue(); serr != nil {
-				return httpErr(serr)
-			}
-		}
-		return httpErr(err)
-	}
-	if d.ws(); d.pos != len(body) {
-		return httpErr(d.syntaxErr(d.pos, "trailing characters"))
-	}
-	return nil
-}
-
-// decoderPool recycles decoders (the typed readers are called through function values, so a
-// decoder always escapes to the heap) together with their scratch buffers.
-var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
-
-// getDecoder returns a decoder positioned at the start of body.
-func getDecoder(body []byte) *decoder {
-	d := decoderPool.Get().(*decoder)
-	d.buf, d.pos, d.depth = body, 0, 0
-	return d
-}
-
-// putDecoder drops the decoder's reference to the body and recycles it; a scratch buffer that
-// grew past maxPooledBody is dropped with it.
-func putDecoder(d *decoder) {
-	d.buf = nil
-	if cap(d.scratch) > maxPooledBody {
-		d.scratch = nil
-	}
-	decoderPool.Put(d)
-}
-
-// topLevelNotObject classifies a body whose first value is not an object: malformed (400), a
-// bare null (422), null followed by more (400, as encoding/json decodes the null as a no-op and
-// then finds the trailing data), or any other value (422, whatever follows it).
-func topLevelNotObject(d *decoder) error {
-	d.ws()
-	start := d.pos
-	if err := d.skipValue(); err != nil {
-		return httpErr(err)
-	}
-	c := d.buf[start]
-	if c == 'n' {
-		if d.ws(); d.pos == len(d.buf) {
-			return &httpError{errUnprocessable, nullBodyMsg}
-		}
-		return httpErr(d.syntaxErr(d.pos, "trailing characters"))
-	}
-	d.pos = start
-	return httpErr(d.typeErr("a JSON object"))
 }
 
 // writeJSON writes v as a compact JSON body.

@@ -10,9 +10,10 @@
 //
 // # Request decoding
 //
-// Request bodies are decoded by a hand-written, table-driven decoder (json*.go), not by
-// encoding/json, for two reasons: speed (reflection over a 512-token token_ids array was most of
-// a /select's cost) and serde's field rules, which Dynamo's clients rely on:
+// Request bodies are decoded by github.com/go-json-experiment/json (encoding/json/v2's code)
+// straight into the request structs (jsondecode.go), with a custom unmarshaler only for the hot
+// token-id and hash arrays (jsonarrays.go) and serde_json's error texts made in one place
+// (jsonerror.go). Its defaults give serde's field rules, which Dynamo's clients rely on:
 //
 //   - field names match exactly: {"Worker_ID": 1} does not set worker_id (encoding/json would
 //     match it case-insensitively); keys are unescaped before matching;
@@ -46,8 +47,8 @@
 // # Concurrency and ownership
 //
 // Handlers hold no state of their own beyond the core.Service they wrap; any number run
-// concurrently. Decoding tables are built at package initialisation and only read afterwards.
-// Request-body buffers, decoders and response buffers are pooled per request: a decoded request
+// concurrently.
+// Request-body buffers and response buffers are pooled per request: a decoded request
 // never aliases its body (every string is copied out), and a response buffer is returned to its
 // pool only after http.ResponseWriter.Write, which does not retain it, has returned.
 package api

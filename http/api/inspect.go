@@ -15,7 +15,7 @@ func (h *handlers) loads(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 func (h *handlers) potentialLoads(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var q core.PromptQuery
-	if err := decodeJSON(w, r, &q, promptQueryTable); err != nil {
+	if err := decodeJSON(w, r, &q); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -29,7 +29,7 @@ func (h *handlers) potentialLoads(w http.ResponseWriter, r *http.Request, _ http
 
 func (h *handlers) overlapScores(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var q core.PromptQuery
-	if err := decodeJSON(w, r, &q, promptQueryTable); err != nil {
+	if err := decodeJSON(w, r, &q); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -59,7 +59,7 @@ type peerRequest struct {
 
 func (h *handlers) decodePeer(w http.ResponseWriter, r *http.Request) (string, bool) {
 	var req peerRequest
-	if err := decodeJSON(w, r, &req, peerTable); err != nil {
+	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, err)
 		return "", false
 	}

@@ -38,7 +38,7 @@ func BenchmarkDecodeSelectStrict(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		var req core.SelectRequest
-		if err := decodeBody(body, &req, selectRequestTable); err != nil {
+		if err := decodeBody(body, &req); err != nil {
 			b.Fatal(err)
 		}
 	}

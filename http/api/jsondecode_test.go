@@ -10,27 +10,102 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/core"
 )
 
-// TestTablesCoverStructs checks that every table lists exactly its struct's JSON fields, so a
-// field added to a request type in core/engine cannot be silently ignored by the API.
-func TestTablesCoverStructs(t *testing.T) {
-	for _, rt := range append(slices.Clone(requestTypes), nestedTypes...) {
-		want := make([]string, 0)
-		for name := range refFields(rt.typ) {
-			want = append(want, name)
+// TestEveryFieldBinds decodes, for every request type, a body that sets every JSON field of
+// the struct and of the structs nested in it, and checks that each field came out non-zero:
+// a field added to a request type in core/engine is decoded by its tag, never silently
+// ignored (or bound under another name).
+func TestEveryFieldBinds(t *testing.T) {
+	decoders := map[reflect.Type]func([]byte) (any, error){
+		reflect.TypeFor[core.SelectRequest]():      func(b []byte) (any, error) { var v core.SelectRequest; return v, decodeBody(b, &v) },
+		reflect.TypeFor[core.ReservationRequest](): func(b []byte) (any, error) { var v core.ReservationRequest; return v, decodeBody(b, &v) },
+		reflect.TypeFor[core.PromptQuery]():        func(b []byte) (any, error) { var v core.PromptQuery; return v, decodeBody(b, &v) },
+		reflect.TypeFor[core.WorkerSpec]():         func(b []byte) (any, error) { var v core.WorkerSpec; return v, decodeBody(b, &v) },
+		reflect.TypeFor[outputBlockRequest]():      func(b []byte) (any, error) { var v outputBlockRequest; return v, decodeBody(b, &v) },
+		reflect.TypeFor[peerRequest]():             func(b []byte) (any, error) { var v peerRequest; return v, decodeBody(b, &v) },
+	}
+	for _, rt := range requestTypes {
+		body := sampleJSON(rt.typ)
+		v, err := decoders[rt.typ]([]byte(body))
+		if err != nil {
+			t.Fatalf("%v: %s: %v", rt.typ, body, err)
 		}
-		got := rt.names()
-		slices.Sort(want)
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%v: table has %v, struct has %v", rt.typ, got, want)
+		if zero := zeroField(reflect.ValueOf(v), rt.typ.Name()); zero != "" {
+			t.Errorf("%v: field %s did not bind from %s", rt.typ, zero, body)
 		}
 	}
+}
+
+// sampleJSON is a JSON value for type t that sets every field to a non-zero value.
+func sampleJSON(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return sampleJSON(t.Elem())
+	case reflect.Uint64, reflect.Uint32, reflect.Int64:
+		return "1"
+	case reflect.Float64, reflect.Float32:
+		return "0.5"
+	case reflect.Bool:
+		return "true"
+	case reflect.String:
+		return `"x"`
+	case reflect.Slice:
+		return "[" + sampleJSON(t.Elem()) + "]"
+	case reflect.Array:
+		return "[1,2]"
+	case reflect.Map:
+		return `{"k":` + sampleJSON(t.Elem()) + "}"
+	case reflect.Struct:
+		var parts []string
+		for name, ft := range refFields(t) {
+			parts = append(parts, strconv.Quote(name)+":"+sampleJSON(ft))
+		}
+		slices.Sort(parts)
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	panic("no sample for " + t.String())
+}
+
+// zeroField returns the path of the first JSON field of v (recursively) that is zero, or "".
+func zeroField(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return path
+		}
+		return zeroField(v.Elem(), path)
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return path
+		}
+		return zeroField(v.Index(0), path+"[0]")
+	case reflect.Map:
+		if v.Len() == 0 {
+			return path
+		}
+		return zeroField(v.MapIndex(v.MapKeys()[0]), path+".k")
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if tag := f.Tag.Get("json"); tag == "-" || !f.IsExported() {
+				continue
+			}
+			if z := zeroField(v.Field(i), path+"."+f.Name); z != "" {
+				return z
+			}
+		}
+		return ""
+	}
+	if v.IsZero() {
+		return path
+	}
+	return ""
 }
 
 // TestDecoderMatchesReference is the property test: on generated bodies for every request
@@ -137,7 +212,7 @@ func TestStrictnessRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var spec core.WorkerSpec
-			err := decodeBody([]byte(tc.body), &spec, workerSpecTable)
+			err := decodeBody([]byte(tc.body), &spec)
 			if tc.status == 0 {
 				if err != nil {
 					t.Fatalf("%s: %v", tc.body, err)
@@ -161,13 +236,13 @@ func TestStrictnessRules(t *testing.T) {
 		`{"mm_routing_info":{"block_mm_infos":[{"mm_objects":[{"offsets":[[1,-2]]}]}]}}`: "mm_routing_info.block_mm_infos[0].mm_objects[0].offsets[0][1]: invalid value",
 	} {
 		var req core.SelectRequest
-		err := decodeBody([]byte(body), &req, selectRequestTable)
+		err := decodeBody([]byte(body), &req)
 		if err == nil || statusOf(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%s: got %v, want 422 containing %q", body, err, msg)
 		}
 	}
 	var req core.SelectRequest
-	if err := decodeBody([]byte(`{"Token_IDs":[1],"token_ids":[2],"ADVISORY":true}`), &req, selectRequestTable); err != nil ||
+	if err := decodeBody([]byte(`{"Token_IDs":[1],"token_ids":[2],"ADVISORY":true}`), &req); err != nil ||
 		!slices.Equal(req.TokenIDs, []uint32{2}) || req.Advisory {
 		t.Fatalf("case-mismatched keys were bound: %+v %v", req, err)
 	}

@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/kvselect/kvselect/core"
-	"github.com/kvselect/kvselect/core/engine"
 )
 
 // refDecode decodes body into v (a pointer to a zero struct) and returns the status class the
@@ -200,23 +199,24 @@ func refFields(t reflect.Type) map[string]reflect.Type {
 // empty slices and maps, which the engine may treat differently ("block_hashes": [] is not
 // an absent field), so those must match too. The error text is only checked for axum's prefix:
 // the reference's texts are encoding/json's, not serde's.
-func compareDecode[T any](body []byte, t *structTable[T]) error {
+func compareDecode[T any](body []byte) error {
+	what := reflect.TypeFor[T]().String()
 	var mine, ref T
 	got := 0
-	if err := decodeBody(body, &mine, t); err != nil {
+	if err := decodeBody(body, &mine); err != nil {
 		got = statusOf(err)
 		var he *httpError
 		if !errors.As(err, &he) || !(strings.HasPrefix(he.msg, "Failed to parse the request body as JSON: ") ||
 			strings.HasPrefix(he.msg, "Failed to deserialize the JSON body into the target type: ")) {
-			return fmt.Errorf("%s: error %q is not in axum's format", t.what, err)
+			return fmt.Errorf("%s: error %q is not in axum's format", what, err)
 		}
 	}
 	want := refDecode(body, &ref)
 	if got != want {
-		return fmt.Errorf("%s: body %q: decoder says %d, reference %d (0 = decoded)", t.what, body, got, want)
+		return fmt.Errorf("%s: body %q: decoder says %d, reference %d (0 = decoded)", what, body, got, want)
 	}
 	if got == 0 && !reflect.DeepEqual(mine, ref) {
-		return fmt.Errorf("%s: body %q decoded differently:\nmine %#v\nref  %#v", t.what, body, mine, ref)
+		return fmt.Errorf("%s: body %q decoded differently:\nmine %#v\nref  %#v", what, body, mine, ref)
 	}
 	return nil
 }
@@ -224,47 +224,23 @@ func compareDecode[T any](body []byte, t *structTable[T]) error {
 // compareAll runs compareDecode for every request table.
 func compareAll(body []byte) error {
 	return errors.Join(
-		compareDecode(body, selectRequestTable),
-		compareDecode(body, reservationRequestTable),
-		compareDecode(body, promptQueryTable),
-		compareDecode(body, workerSpecTable),
-		compareDecode(body, outputBlockTable),
-		compareDecode(body, peerTable),
+		compareDecode[core.SelectRequest](body),
+		compareDecode[core.ReservationRequest](body),
+		compareDecode[core.PromptQuery](body),
+		compareDecode[core.WorkerSpec](body),
+		compareDecode[outputBlockRequest](body),
+		compareDecode[peerRequest](body),
 	)
 }
 
 // requestTypes are the Go types of every table, for the coverage test and the generator.
 var requestTypes = []struct {
-	typ   reflect.Type
-	names func() []string
+	typ reflect.Type
 }{
-	{reflect.TypeFor[core.SelectRequest](), func() []string { return tableNames(selectRequestTable) }},
-	{reflect.TypeFor[core.ReservationRequest](), func() []string { return tableNames(reservationRequestTable) }},
-	{reflect.TypeFor[core.PromptQuery](), func() []string { return tableNames(promptQueryTable) }},
-	{reflect.TypeFor[core.WorkerSpec](), func() []string { return tableNames(workerSpecTable) }},
-	{reflect.TypeFor[outputBlockRequest](), func() []string { return tableNames(outputBlockTable) }},
-	{reflect.TypeFor[peerRequest](), func() []string { return tableNames(peerTable) }},
-}
-
-// nestedTypes are the tables of structs nested inside request bodies.
-var nestedTypes = []struct {
-	typ   reflect.Type
-	names func() []string
-}{
-	{reflect.TypeFor[engine.MMObject](), func() []string { return tableNames(mmObjectTable) }},
-	{reflect.TypeFor[engine.BlockExtraInfo](), func() []string { return tableNames(blockExtraTable) }},
-	{reflect.TypeFor[engine.MMRoutingInfo](), func() []string { return tableNames(mmRoutingTable) }},
-	{reflect.TypeFor[engine.ConfigOverride](), func() []string { return tableNames(configOverrideTable) }},
-	{reflect.TypeFor[engine.SessionContext](), func() []string { return tableNames(sessionContextTable) }},
-	{reflect.TypeFor[engine.AffinityTarget](), func() []string { return tableNames(affinityTargetTable) }},
-	{reflect.TypeFor[engine.PinnedWorker](), func() []string { return tableNames(pinnedWorkerTable) }},
-	{reflect.TypeFor[engine.RoutingConstraints](), func() []string { return tableNames(routingConstraintsTable) }},
-}
-
-func tableNames[T any](t *structTable[T]) []string {
-	out := make([]string, len(t.fields))
-	for i, f := range t.fields {
-		out[i] = f.name
-	}
-	return out
+	{reflect.TypeFor[core.SelectRequest]()},
+	{reflect.TypeFor[core.ReservationRequest]()},
+	{reflect.TypeFor[core.PromptQuery]()},
+	{reflect.TypeFor[core.WorkerSpec]()},
+	{reflect.TypeFor[outputBlockRequest]()},
+	{reflect.TypeFor[peerRequest]()},
 }

@@ -19,7 +19,7 @@ var policyClassKey = http.CanonicalHeaderKey(policyClassHeader)
 
 func (h *handlers) decodeSelect(w http.ResponseWriter, r *http.Request) (*core.SelectRequest, bool) {
 	var req core.SelectRequest
-	if err := decodeJSON(w, r, &req, selectRequestTable); err != nil {
+	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, err)
 		return nil, false
 	}
@@ -67,7 +67,7 @@ func writeSelectError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *handlers) reserve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var req core.ReservationRequest
-	if err := decodeJSON(w, r, &req, reservationRequestTable); err != nil {
+	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -94,7 +94,7 @@ type outputBlockRequest struct {
 
 func (h *handlers) outputBlock(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	var req outputBlockRequest
-	if err := decodeJSON(w, r, &req, outputBlockTable); err != nil {
+	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}

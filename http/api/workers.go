@@ -12,7 +12,7 @@ import (
 
 func (h *handlers) upsertWorker(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var spec core.WorkerSpec
-	if err := decodeJSON(w, r, &spec, workerSpecTable); err != nil {
+	if err := decodeJSON(w, r, &spec); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -31,7 +31,7 @@ func (h *handlers) patchWorker(w http.ResponseWriter, r *http.Request, ps httpro
 		return
 	}
 	var patch core.WorkerPatch
-	if err := decodeJSON(w, r, &patch, workerSpecTable); err != nil {
+	if err := decodeJSON(w, r, &patch); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/kvselect/kvselect/bus/kvevents"
 	"github.com/kvselect/kvselect/core/engine/kvhash"
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestEmittedBatches serves a scripted request sequence on a 6-block cache and decodes every
@@ -94,7 +95,7 @@ func TestEmittedBatches(t *testing.T) {
 				e.Parent != x.parent || !slices.Equal(e.TokenIDs, x.tokens) {
 				t.Fatalf("batch %d event %d: got %+v, want %+v", i, j, e, x)
 			}
-			if e.Kind == kvevents.KindBlockStored && (e.BlockSize != bs || e.Medium != kvevents.MediumDevice || !e.Indexable()) {
+			if e.Kind == kvevents.KindBlockStored && (e.BlockSize != bs || e.Medium != kvwire.TierDevice || !e.Indexable()) {
 				t.Fatalf("batch %d event %d: block size %d medium %v indexable %v", i, j, e.BlockSize, e.Medium, e.Indexable())
 			}
 		}

@@ -2,12 +2,13 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
-	"math/rand/v2"
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // EnginePolicy routes with the real selection engine: select_and_reserve at arrival,
@@ -156,11 +157,11 @@ func (p *EnginePolicy) Done(id int) { _ = p.eng.Free(p.ids[id]) }
 // Stored implements EventSink.
 func (p *EnginePolicy) Stored(w int, parent uint64, hasParent bool, blocks []uint64) {
 	p.evs[0] = engine.KVEvent{Kind: engine.KVStored, BlockHashes: blocks, LocalHashes: blocks, Parent: parent, HasParent: hasParent, BlockSize: TraceBlockTokens}
-	p.eng.ApplyKVEvents(engine.Owner{Worker: uint64(w + 1)}, p.evs[:])
+	p.eng.ApplyKVEvents(kvwire.Owner{Worker: uint64(w + 1)}, p.evs[:])
 }
 
 // Removed implements EventSink.
 func (p *EnginePolicy) Removed(w int, blocks []uint64) {
 	p.evs[0] = engine.KVEvent{Kind: engine.KVRemoved, BlockHashes: blocks}
-	p.eng.ApplyKVEvents(engine.Owner{Worker: uint64(w + 1)}, p.evs[:])
+	p.eng.ApplyKVEvents(kvwire.Owner{Worker: uint64(w + 1)}, p.evs[:])
 }

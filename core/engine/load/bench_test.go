@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Benchmark fixture: one partition of 64 workers × 8 ranks (512 owners)
@@ -18,7 +20,7 @@ import (
 // prefix on one.
 type fixture struct {
 	tr      *Tracker
-	owners  []Owner
+	owners  []kvwire.Owner
 	convs   int
 	global  int
 	prompts [][]uint64 // a few live prompts, for queries
@@ -74,7 +76,7 @@ func getFixture(b *testing.B, global int) *fixture {
 	f := &fixture{tr: NewTracker(), convs: fixConvs, global: global}
 	for w := range fixOwnersW {
 		for r := range fixRanks {
-			o := Owner{Worker: uint64(1000 + w), Rank: uint32(r)}
+			o := kvwire.Owner{Worker: uint64(1000 + w), Rank: uint32(r)}
 			f.owners = append(f.owners, o)
 			f.tr.AddOwner(o)
 		}
@@ -219,11 +221,11 @@ func BenchmarkMemoryPerBooking(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		tr := NewTracker()
 		for w := range fixOwnersW * fixRanks {
-			tr.AddOwner(Owner{Worker: uint64(w / fixRanks), Rank: uint32(w % fixRanks)})
+			tr.AddOwner(kvwire.Owner{Worker: uint64(w / fixRanks), Rank: uint32(w % fixRanks)})
 		}
 		for i, h := range hashes {
 			o := fixOwnerOf(convs[i])
-			if err := tr.Add(Booking{ID: ids[i], Owner: Owner{Worker: uint64(o / fixRanks), Rank: uint32(o % fixRanks)}, Hashes: h}); err != nil {
+			if err := tr.Add(Booking{ID: ids[i], Owner: kvwire.Owner{Worker: uint64(o / fixRanks), Rank: uint32(o % fixRanks)}, Hashes: h}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Booking is one request admitted on an owner.
@@ -12,7 +14,7 @@ type Booking struct {
 	// ID is the request's selection id, unique among the tracker's live
 	// bookings.
 	ID    string
-	Owner Owner
+	Owner kvwire.Owner
 	// Hashes are the tracking hashes (chained sequence hashes) of the
 	// prompt's complete blocks. The tracker keeps the slice: the caller must
 	// not modify it after a successful Add.
@@ -212,10 +214,10 @@ func (t *Tracker) free(bi uint32) {
 }
 
 // Lookup returns the owner of live booking id.
-func (t *Tracker) Lookup(id string) (Owner, bool) {
+func (t *Tracker) Lookup(id string) (kvwire.Owner, bool) {
 	bi, ok := t.byID[id]
 	if !ok {
-		return Owner{}, false
+		return kvwire.Owner{}, false
 	}
 	return t.owners[t.books[bi].slot].id, true
 }

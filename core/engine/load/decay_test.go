@@ -2,6 +2,8 @@ package load
 
 import (
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestDecayWeights covers OutputBlock with a decay fraction: which blocks
@@ -14,7 +16,7 @@ func TestDecayWeights(t *testing.T) {
 		fraction float64
 		has      bool
 	}
-	add := func(id string, o Owner, blocks ...uint64) op {
+	add := func(id string, o kvwire.Owner, blocks ...uint64) op {
 		return op{add: &Booking{ID: id, Owner: o, Hashes: chain(blocks)}}
 	}
 	out := func(id string, f float64) op { return op{out: id, fraction: f, has: true} }
@@ -24,50 +26,50 @@ func TestDecayWeights(t *testing.T) {
 	tests := []struct {
 		name string
 		ops  []op
-		want map[Owner]uint64
+		want map[kvwire.Owner]uint64
 	}{
 		{"whole booking exclusive", []op{add("a", w1r0, 1, 2, 3), out("a", 0.5)},
-			map[Owner]uint64{w1r0: 2}}, // 3×0.5 + 0.5 = 2
+			map[kvwire.Owner]uint64{w1r0: 2}}, // 3×0.5 + 0.5 = 2
 		{"half rounds up", []op{add("a", w1r0, 1, 2), out("a", 0.5)},
-			map[Owner]uint64{w1r0: 2}}, // 1.5
+			map[kvwire.Owner]uint64{w1r0: 2}}, // 1.5
 		{"below half rounds down", []op{add("a", w1r0, 1), out("a", 0.2)},
-			map[Owner]uint64{w1r0: 0}}, // 0.4
+			map[kvwire.Owner]uint64{w1r0: 0}}, // 0.4
 		{"exact decimal half", []op{add("a", w1r0, 1, 2, 3, 4), out("a", 0.1)},
-			map[Owner]uint64{w1r0: 1}}, // 5×0.1 = 0.5 exactly in fixed point
+			map[kvwire.Owner]uint64{w1r0: 1}}, // 5×0.1 = 0.5 exactly in fixed point
 		{"fraction zero", []op{add("a", w1r0, 1, 2, 3), out("a", 0)},
-			map[Owner]uint64{w1r0: 0}},
+			map[kvwire.Owner]uint64{w1r0: 0}},
 		{"fraction one", []op{add("a", w1r0, 1, 2, 3), out("a", 1)},
-			map[Owner]uint64{w1r0: 4}},
+			map[kvwire.Owner]uint64{w1r0: 4}},
 		{"shared prefix keeps weight 1", []op{
 			add("a", w1r0, 1, 2, 3), add("b", w1r0, 1, 2, 4, 5), out("a", 0.5)},
-			map[Owner]uint64{w1r0: 5}}, // s1,s2=2 + a3 .5 + out .5 + b4,b5 2
+			map[kvwire.Owner]uint64{w1r0: 5}}, // s1,s2=2 + a3 .5 + out .5 + b4,b5 2
 		{"prefix of another booking is shared", []op{
 			add("a", w1r0, 1, 2, 3), add("b", w1r0, 1, 2), out("a", 0)},
-			map[Owner]uint64{w1r0: 2}}, // only block 3 and the output decay
+			map[kvwire.Owner]uint64{w1r0: 2}}, // only block 3 and the output decay
 		{"identical prompts: nothing exclusive but the output", []op{
 			add("a", w1r0, 1, 2), add("b", w1r0, 1, 2), out("a", 0)},
-			map[Owner]uint64{w1r0: 2}},
+			map[kvwire.Owner]uint64{w1r0: 2}},
 		{"other owner unaffected", []op{
 			add("a", w1r0, 1, 2, 3), add("b", w1r1, 1, 2, 3), out("a", 0)},
-			map[Owner]uint64{w1r0: 0, w1r1: 3}},
+			map[kvwire.Owner]uint64{w1r0: 0, w1r1: 3}},
 		{"undecayed outputs after a decay weigh 1", []op{
 			add("a", w1r0, 1, 2), out("a", 0.25), out1("a"), out1("a")},
-			map[Owner]uint64{w1r0: 3}}, // 2×.25 + .25 + 1 + 1 = 2.75
+			map[kvwire.Owner]uint64{w1r0: 3}}, // 2×.25 + .25 + 1 + 1 = 2.75
 		{"a later decay re-weights every output", []op{
 			add("a", w1r0, 1, 2), out("a", 0.25), out1("a"), out("a", 0.1)},
-			map[Owner]uint64{w1r0: 1}}, // 2×.1 + 3×.1 = 0.5
+			map[kvwire.Owner]uint64{w1r0: 1}}, // 2×.1 + 3×.1 = 0.5
 		{"fraction stays when the block is shared later", []op{
 			add("a", w1r0, 1, 2), out("a", 0.5), add("c", w1r0, 1, 2, 3)},
-			map[Owner]uint64{w1r0: 3}}, // 2×.5 + .5 + 1 = 2.5
+			map[kvwire.Owner]uint64{w1r0: 3}}, // 2×.5 + .5 + 1 = 2.5
 		{"fraction stays after the decaying booking leaves", []op{
 			add("a", w1r0, 1, 2), out("a", 0.5), add("c", w1r0, 1, 2, 3), free("a")},
-			map[Owner]uint64{w1r0: 2}}, // 2×.5 + 1
+			map[kvwire.Owner]uint64{w1r0: 2}}, // 2×.5 + 1
 		{"released decayed suffix takes its weight away", []op{
 			add("a", w1r0, 1, 2, 3, 4), add("b", w1r0, 1), out("a", 0.5), free("a")},
-			map[Owner]uint64{w1r0: 1}},
+			map[kvwire.Owner]uint64{w1r0: 1}},
 		{"decay after the sharer left covers the freed prefix", []op{
 			add("a", w1r0, 1, 2, 3), add("b", w1r0, 1, 2), free("b"), out("a", 0.25)},
-			map[Owner]uint64{w1r0: 1}}, // 3×.25 + .25
+			map[kvwire.Owner]uint64{w1r0: 1}}, // 3×.25 + .25
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

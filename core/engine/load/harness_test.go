@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // chooser is the source of decisions of the op-sequence harness: a seeded
@@ -92,8 +94,8 @@ func newWideHarness(c chooser) *harness {
 	return &harness{c: c, t: NewTracker(), ref: newRef(), workers: 24, ids: 160, system: true, mix: wideMix}
 }
 
-func (h *harness) owner() Owner {
-	return Owner{Worker: uint64(1 + h.c.intn(h.workers+1)), Rank: uint32(h.c.intn(2))} // worker 4 is rarely added
+func (h *harness) owner() kvwire.Owner {
+	return kvwire.Owner{Worker: uint64(1 + h.c.intn(h.workers+1)), Rank: uint32(h.c.intn(2))} // worker 4 is rarely added
 }
 
 func (h *harness) id() string { return fmt.Sprintf("r%d", h.c.intn(h.ids)) }
@@ -172,7 +174,7 @@ func (h *harness) compare() error {
 	}
 	for w := 1; w <= h.workers+1; w++ {
 		for r := range 2 {
-			o := Owner{Worker: uint64(w), Rank: uint32(r)}
+			o := kvwire.Owner{Worker: uint64(w), Rank: uint32(r)}
 			if got, want := h.t.Load(o), h.ref.load(o); got != want {
 				return fmt.Errorf("Load(%v) = %+v, reference %+v", o, got, want)
 			}

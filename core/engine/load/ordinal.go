@@ -1,6 +1,10 @@
 package load
 
-import "math"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Ordinal access: the selection hot path of the engine scores every owner of a
 // partition on every request. Instead of copying every owner's RankLoad and
@@ -22,9 +26,9 @@ import "math"
 func (t *Tracker) Version() uint64 { return t.version }
 
 // OwnerAt returns the owner at ordinal i, and false when i is out of range.
-func (t *Tracker) OwnerAt(i int) (Owner, bool) {
+func (t *Tracker) OwnerAt(i int) (kvwire.Owner, bool) {
 	if uint(i) >= uint(len(t.ids)) {
-		return Owner{}, false
+		return kvwire.Owner{}, false
 	}
 	return t.ids[i], true
 }
@@ -36,16 +40,7 @@ func (t *Tracker) LoadAt(i int) RankLoad {
 	if uint(i) >= uint(len(t.order)) {
 		return RankLoad{}
 	}
-	st := &t.owners[t.order[i]]
-	return RankLoad{
-		Owner:               t.ids[i],
-		ActivePrefillTokens: st.prefill,
-		ActiveBlocks:        roundBlocks(st.weight),
-		ActiveRequests:      len(st.bookings),
-		PendingPrefills:     st.pending,
-		PrefillSquares:      st.squares,
-		Speed:               st.speed.est.cur,
-	}
+	return t.loadOf(t.order[i])
 }
 
 // CountersAt returns the fields of LoadAt(i) but the owner, as separate values: prefill is

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestOrdinalsAgainstReference drives the random operation harness (narrow and wide fleets) and,
@@ -27,7 +29,7 @@ func TestOrdinalsAgainstReference(t *testing.T) {
 				h := tc.mk(randChooser{rand.New(rand.NewPCG(uint64(seed), 0x0d1a))})
 				for w := 1; w <= h.workers; w++ {
 					for r := range 2 {
-						o := Owner{Worker: uint64(w), Rank: uint32(r)}
+						o := kvwire.Owner{Worker: uint64(w), Rank: uint32(r)}
 						h.t.AddOwner(o)
 						h.ref.addOwner(o)
 					}
@@ -85,7 +87,7 @@ func checkOrdinals(h *harness, want []RankLoad, dst []uint32, nonEmpty *int) ([]
 		}
 	}
 	for _, i := range []int{-1, len(want), len(want) + 5} {
-		if o, ok := tr.OwnerAt(i); ok || o != (Owner{}) {
+		if o, ok := tr.OwnerAt(i); ok || o != (kvwire.Owner{}) {
 			return dst, fmt.Errorf("OwnerAt(%d) out of range = %v %v", i, o, ok)
 		}
 		if got := tr.LoadAt(i); got != (RankLoad{}) {
@@ -128,7 +130,7 @@ func FuzzActivePrefixOrdinals(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h := newWideHarness(&byteChooser{data: data})
 		for w := 1; w <= 3; w++ {
-			o := Owner{Worker: uint64(w), Rank: 0}
+			o := kvwire.Owner{Worker: uint64(w), Rank: 0}
 			h.t.AddOwner(o)
 			h.ref.addOwner(o)
 		}

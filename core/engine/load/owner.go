@@ -1,32 +1,14 @@
 package load
 
-import "slices"
+import (
+	"slices"
 
-// Owner is one schedulable unit of a partition: a worker and one of its
-// global data-parallel ranks. Owners order by (Worker, Rank).
-type Owner struct {
-	Worker uint64
-	Rank   uint32
-}
-
-// Compare orders owners by Worker, then Rank; it returns -1, 0 or +1.
-func (o Owner) Compare(p Owner) int {
-	switch {
-	case o.Worker < p.Worker:
-		return -1
-	case o.Worker > p.Worker:
-		return 1
-	case o.Rank < p.Rank:
-		return -1
-	case o.Rank > p.Rank:
-		return 1
-	}
-	return 0
-}
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // RankLoad is the load of one owner as the cost function and /loads see it.
 type RankLoad struct {
-	Owner Owner
+	Owner kvwire.Owner
 	// ActivePrefillTokens is the sum of PrefillTokens of the owner's live
 	// bookings whose prefill has not completed.
 	ActivePrefillTokens uint64
@@ -50,7 +32,7 @@ type RankLoad struct {
 // Tracker.owners; a slot is stable for the owner's lifetime and reused only
 // after RemoveOwner has released every trie entry and booking that named it.
 type ownerState struct {
-	id   Owner
+	id   kvwire.Owner
 	live bool
 	// prefill is the sum of prefill of the owner's live bookings; pending counts those with
 	// outstanding prefill and squares sums their prefill², capped per booking by sqCap.
@@ -69,7 +51,7 @@ type ownerState struct {
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
 // idempotent: adding a known owner changes nothing. Cost O(owners).
-func (t *Tracker) AddOwner(o Owner) {
+func (t *Tracker) AddOwner(o kvwire.Owner) {
 	if _, ok := t.slots[o]; ok {
 		return
 	}
@@ -89,7 +71,7 @@ func (t *Tracker) AddOwner(o Owner) {
 	st.speed.est.reset(t.defaultSpeed)
 	t.slots[o] = slot
 
-	at, _ := slices.BinarySearchFunc(t.ids, o, Owner.Compare)
+	at, _ := slices.BinarySearchFunc(t.ids, o, kvwire.Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
 	t.speeds = slices.Insert(t.speeds, at, st.speed.est.cur)
@@ -101,7 +83,7 @@ func (t *Tracker) AddOwner(o Owner) {
 // released, its prefill and output blocks forgotten) and o becomes unknown.
 // It returns the ids of those bookings in ascending order, or nil when o was
 // not known. Later lifecycle calls for those ids return ErrNotFound.
-func (t *Tracker) RemoveOwner(o Owner) []string {
+func (t *Tracker) RemoveOwner(o kvwire.Owner) []string {
 	slot, ok := t.slots[o]
 	if !ok {
 		return nil
@@ -129,7 +111,7 @@ func (t *Tracker) RemoveOwner(o Owner) []string {
 }
 
 // HasOwner reports whether o is known (added and not removed).
-func (t *Tracker) HasOwner(o Owner) bool {
+func (t *Tracker) HasOwner(o kvwire.Owner) bool {
 	_, ok := t.slots[o]
 	return ok
 }
@@ -146,7 +128,7 @@ func (t *Tracker) renumber(from int) {
 }
 
 // Load returns o's current load. An unknown owner has zero load.
-func (t *Tracker) Load(o Owner) RankLoad {
+func (t *Tracker) Load(o kvwire.Owner) RankLoad {
 	slot, ok := t.slots[o]
 	if !ok {
 		return RankLoad{Owner: o}
@@ -160,29 +142,21 @@ func (t *Tracker) Load(o Owner) RankLoad {
 func (t *Tracker) Loads(dst []RankLoad) []RankLoad {
 	n := len(dst)
 	dst = slices.Grow(dst, len(t.order))[:n+len(t.order)]
-	out := dst[n:]
 	for i, slot := range t.order {
-		st := &t.owners[slot]
-		d := &out[i] // fill in place: no temporary struct copies
-		d.Owner = t.ids[i]
-		d.ActivePrefillTokens = st.prefill
-		d.ActiveBlocks = roundBlocks(st.weight)
-		d.ActiveRequests = len(st.bookings)
-		d.PendingPrefills, d.PrefillSquares = st.pending, st.squares
-		d.Speed = st.speed.est.cur
+		t.fill(&dst[n+i], slot) // in place: no temporary struct copies
 	}
 	return dst
 }
 
-func (t *Tracker) loadOf(slot uint32) RankLoad {
+func (t *Tracker) loadOf(slot uint32) (l RankLoad) {
+	t.fill(&l, slot)
+	return l
+}
+
+// fill writes the load of the owner in slot to d: the one place a RankLoad is assembled.
+func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	st := &t.owners[slot]
-	return RankLoad{
-		Owner:               st.id,
-		ActivePrefillTokens: st.prefill,
-		ActiveBlocks:        roundBlocks(st.weight),
-		ActiveRequests:      len(st.bookings),
-		PendingPrefills:     st.pending,
-		PrefillSquares:      st.squares,
-		Speed:               st.speed.est.cur,
-	}
+	d.Owner, d.ActivePrefillTokens, d.ActiveBlocks = st.id, st.prefill, roundBlocks(st.weight)
+	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
+	d.Speed = st.speed.est.cur
 }

@@ -3,12 +3,14 @@ package load
 import (
 	"math"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // PrefixEntry is one owner's result in a PrefixMatch: Blocks is the length of
 // the longest prefix of the query whose blocks are all live on Owner.
 type PrefixEntry struct {
-	Owner  Owner
+	Owner  kvwire.Owner
 	Blocks int
 }
 
@@ -44,8 +46,8 @@ func (m *PrefixMatch) Entries() []PrefixEntry { return m.entries }
 
 // Blocks returns o's live prefix length, 0 when o is not listed.
 // Cost O(log Len).
-func (m *PrefixMatch) Blocks(o Owner) int {
-	i, ok := slices.BinarySearchFunc(m.entries, o, func(e PrefixEntry, o Owner) int {
+func (m *PrefixMatch) Blocks(o kvwire.Owner) int {
+	i, ok := slices.BinarySearchFunc(m.entries, o, func(e PrefixEntry, o kvwire.Owner) int {
 		return e.Owner.Compare(o)
 	})
 	if !ok {

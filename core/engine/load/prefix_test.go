@@ -3,6 +3,8 @@ package load
 import (
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 func TestActivePrefix(t *testing.T) {
@@ -47,7 +49,7 @@ func TestActivePrefix(t *testing.T) {
 					t.Fatalf("At(%d) = %+v, Blocks = %d, want %+v", i, m.At(i), m.Blocks(e.Owner), e)
 				}
 			}
-			if m.Blocks(Owner{Worker: 99}) != 0 {
+			if m.Blocks(kvwire.Owner{Worker: 99}) != 0 {
 				t.Fatal("Blocks of an absent owner is not 0")
 			}
 		})
@@ -64,7 +66,7 @@ func TestActivePrefixManyOwners(t *testing.T) {
 	var want []PrefixEntry
 	for i := range 96 {
 		k := (i * 37) % 96 // a permutation of 0..95: scrambled insertion order
-		o := Owner{Worker: uint64(k / 2), Rank: uint32(k % 2)}
+		o := kvwire.Owner{Worker: uint64(k / 2), Rank: uint32(k % 2)}
 		tr.AddOwner(o)
 		n := 1 + (i % len(full))
 		if err := tr.Add(Booking{ID: string(rune('A' + i)), Owner: o, Hashes: full[:n]}); err != nil {
@@ -87,7 +89,7 @@ func TestActivePrefixNoAllocs(t *testing.T) {
 	tr := NewTracker()
 	full := chain([]uint64{1, 2, 3, 4, 5, 6, 7, 8})
 	for i := range 64 {
-		o := Owner{Worker: uint64(i)}
+		o := kvwire.Owner{Worker: uint64(i)}
 		tr.AddOwner(o)
 		if err := tr.Add(Booking{ID: string(rune('A' + i)), Owner: o, Hashes: full[:1+i%8]}); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,8 @@ package load
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // TestPropertyAgainstReference runs seeded random operation sequences
@@ -50,7 +52,7 @@ func runProperty(t *testing.T, seeds, steps int, mk func(chooser) *harness) {
 		// Start with most owners known so that bookings land.
 		for w := 1; w <= h.workers; w++ {
 			for r := range 2 {
-				o := Owner{Worker: uint64(w), Rank: uint32(r)}
+				o := kvwire.Owner{Worker: uint64(w), Rank: uint32(r)}
 				h.t.AddOwner(o)
 				h.ref.addOwner(o)
 			}
@@ -91,8 +93,8 @@ func FuzzOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &byteChooser{data: data}
 		h := newHarness(c)
-		h.t.AddOwner(Owner{Worker: 1})
-		h.ref.addOwner(Owner{Worker: 1})
+		h.t.AddOwner(kvwire.Owner{Worker: 1})
+		h.ref.addOwner(kvwire.Owner{Worker: 1})
 		for i := 0; len(c.data) > 0 && i < 500; i++ {
 			if err := h.step(); err != nil {
 				t.Fatalf("step %d: %v", i, err)

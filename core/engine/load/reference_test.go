@@ -6,13 +6,15 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // refTracker is the naive reference: per-owner maps from tracking hash to
 // (reference count, weight), weights as plain integers in WeightUnit, and a
 // linear scan for everything. It shares no code with the Tracker.
 type refTracker struct {
-	owners   map[Owner]*refOwner
+	owners   map[kvwire.Owner]*refOwner
 	bookings map[string]*refBooking
 }
 
@@ -28,7 +30,7 @@ type refBlock struct {
 
 type refBooking struct {
 	id       string
-	owner    Owner
+	owner    kvwire.Owner
 	hashes   []uint64
 	prefill  uint64
 	outputs  []uint64 // weight of each output block
@@ -36,16 +38,16 @@ type refBooking struct {
 }
 
 func newRef() *refTracker {
-	return &refTracker{owners: map[Owner]*refOwner{}, bookings: map[string]*refBooking{}}
+	return &refTracker{owners: map[kvwire.Owner]*refOwner{}, bookings: map[string]*refBooking{}}
 }
 
-func (r *refTracker) addOwner(o Owner) {
+func (r *refTracker) addOwner(o kvwire.Owner) {
 	if r.owners[o] == nil {
 		r.owners[o] = &refOwner{blocks: map[uint64]*refBlock{}}
 	}
 }
 
-func (r *refTracker) removeOwner(o Owner) []string {
+func (r *refTracker) removeOwner(o kvwire.Owner) []string {
 	if r.owners[o] == nil {
 		return nil
 	}
@@ -161,7 +163,7 @@ func (r *refTracker) expire(cutoff int64) []string {
 	return ids
 }
 
-func (r *refTracker) load(o Owner) RankLoad {
+func (r *refTracker) load(o kvwire.Owner) RankLoad {
 	ow := r.owners[o]
 	if ow == nil {
 		return RankLoad{Owner: o}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // fifoWorker is a synthetic deterministic worker: one prefill at a time in booking order, each
@@ -19,7 +21,7 @@ type fifoWorker struct {
 
 // run books n requests on owner o of tr with the given mean gap (ms) and returns the fraction
 // that waited behind another prefill.
-func (w *fifoWorker) run(t *testing.T, tr *Tracker, o Owner, n int, gapMS float64, scale func(i int) float64) float64 {
+func (w *fifoWorker) run(t *testing.T, tr *Tracker, o kvwire.Owner, n int, gapMS float64, scale func(i int) float64) float64 {
 	t.Helper()
 	type done struct {
 		id string
@@ -68,10 +70,10 @@ var (
 	testTruth = SpeedModel{A: 2.5 * 4.209989e-07, B: 2.5 * 1.518344e-02, C: 2.5 * 16.50142}
 )
 
-func newSpeedTracker(prior SpeedModel) (*Tracker, Owner) {
+func newSpeedTracker(prior SpeedModel) (*Tracker, kvwire.Owner) {
 	tr := NewTracker()
 	tr.SetDefaultSpeed(prior)
-	o := Owner{Worker: 1}
+	o := kvwire.Owner{Worker: 1}
 	tr.AddOwner(o)
 	return tr, o
 }

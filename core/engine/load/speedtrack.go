@@ -1,5 +1,7 @@
 package load
 
+import "github.com/kvselect/kvselect/kvwire"
+
 // Learning each owner's prefill speed from the lifecycle the tracker already sees.
 //
 // A rank's prefill_complete time minus its booking time is the request's time to first token on
@@ -68,7 +70,7 @@ func (sp *speedState) complete(tokens uint64, ms float64) bool {
 // SetSpeedPrior sets o's prior speed model (it is used until samples arrive and regularises the
 // fit afterwards) and keeps the samples learned so far. An invalid model or unknown owner is
 // ignored.
-func (t *Tracker) SetSpeedPrior(o Owner, m SpeedModel) {
+func (t *Tracker) SetSpeedPrior(o kvwire.Owner, m SpeedModel) {
 	slot, ok := t.slots[o]
 	if !ok || !m.Valid() {
 		return
@@ -83,7 +85,7 @@ func (t *Tracker) publishSpeed(slot uint32) {
 }
 
 // Speed returns o's learned speed; an unknown owner has the zero estimate.
-func (t *Tracker) Speed(o Owner) SpeedEstimate {
+func (t *Tracker) Speed(o kvwire.Owner) SpeedEstimate {
 	slot, ok := t.slots[o]
 	if !ok {
 		return SpeedEstimate{}

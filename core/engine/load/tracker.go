@@ -1,5 +1,7 @@
 package load
 
+import "github.com/kvselect/kvselect/kvwire"
+
 // Tracker is the active-load accounting of one partition: the live bookings
 // of all its owners and the prompt trie they share. The zero value is not
 // usable; call NewTracker.
@@ -13,9 +15,9 @@ type Tracker struct {
 	// ord[slot] is a slot's index in order. freeSlots are dead slots
 	// awaiting reuse.
 	owners    []ownerState
-	slots     map[Owner]uint32
+	slots     map[kvwire.Owner]uint32
 	order     []uint32
-	ids       []Owner
+	ids       []kvwire.Owner
 	speeds    []SpeedModel // speeds[i] is the current speed model of ids[i] (SpeedAt)
 	ord       []uint32
 	freeSlots []uint32
@@ -55,7 +57,7 @@ func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
 // NewTracker returns an empty tracker with no owners.
 func NewTracker() *Tracker {
 	return &Tracker{
-		slots: make(map[Owner]uint32),
+		slots: make(map[kvwire.Owner]uint32),
 		nodes: make([]node, 1), // nodes[nilNode] is never used
 		heads: make(map[uint64]uint32),
 		byID:  make(map[string]uint32),

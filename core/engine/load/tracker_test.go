@@ -5,16 +5,18 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 var (
-	w1r0 = Owner{Worker: 1, Rank: 0}
-	w1r1 = Owner{Worker: 1, Rank: 1}
-	w2r0 = Owner{Worker: 2, Rank: 0}
+	w1r0 = kvwire.Owner{Worker: 1, Rank: 0}
+	w1r1 = kvwire.Owner{Worker: 1, Rank: 1}
+	w2r0 = kvwire.Owner{Worker: 2, Rank: 0}
 )
 
 // newTestTracker returns a tracker with the given owners known.
-func newTestTracker(t *testing.T, owners ...Owner) *Tracker {
+func newTestTracker(t *testing.T, owners ...kvwire.Owner) *Tracker {
 	t.Helper()
 	tr := NewTracker()
 	for _, o := range owners {
@@ -31,7 +33,7 @@ func mustCheck(t *testing.T, tr *Tracker) {
 	}
 }
 
-func wantLoad(t *testing.T, tr *Tracker, o Owner, prefill, blocks uint64, requests int) {
+func wantLoad(t *testing.T, tr *Tracker, o kvwire.Owner, prefill, blocks uint64, requests int) {
 	t.Helper()
 	got := tr.Load(o)
 	got.PendingPrefills, got.PrefillSquares = 0, 0 // checked by TestPrefillQueueAggregates and the reference
@@ -175,28 +177,28 @@ func TestPromptDedup(t *testing.T) {
 	tests := []struct {
 		name     string
 		bookings []Booking
-		want     map[Owner]uint64 // ActiveBlocks
+		want     map[kvwire.Owner]uint64 // ActiveBlocks
 	}{
-		{"single", []Booking{{ID: "a", Owner: w1r0, Hashes: p(5)}}, map[Owner]uint64{w1r0: 5}},
+		{"single", []Booking{{ID: "a", Owner: w1r0, Hashes: p(5)}}, map[kvwire.Owner]uint64{w1r0: 5}},
 		{"identical prompts share", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: p(5)}, {ID: "b", Owner: w1r0, Hashes: p(5)},
-		}, map[Owner]uint64{w1r0: 5}},
+		}, map[kvwire.Owner]uint64{w1r0: 5}},
 		{"shared system prompt", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: p(5, 6)}, {ID: "b", Owner: w1r0, Hashes: p(7)},
-		}, map[Owner]uint64{w1r0: 7}},
+		}, map[kvwire.Owner]uint64{w1r0: 7}},
 		{"prefix of another", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: p(5, 6)}, {ID: "b", Owner: w1r0, Hashes: p()},
-		}, map[Owner]uint64{w1r0: 6}},
+		}, map[kvwire.Owner]uint64{w1r0: 6}},
 		{"extension of another", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: p()}, {ID: "b", Owner: w1r0, Hashes: p(5, 6)},
-		}, map[Owner]uint64{w1r0: 6}},
+		}, map[kvwire.Owner]uint64{w1r0: 6}},
 		{"other rank pays again", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: p(5)}, {ID: "b", Owner: w1r1, Hashes: p(5)},
-		}, map[Owner]uint64{w1r0: 5, w1r1: 5}},
+		}, map[kvwire.Owner]uint64{w1r0: 5, w1r1: 5}},
 		{"same block content, different prefix", []Booking{
 			{ID: "a", Owner: w1r0, Hashes: chain([]uint64{1, 9})}, {ID: "b", Owner: w1r0, Hashes: chain([]uint64{2, 9})},
-		}, map[Owner]uint64{w1r0: 4}},
-		{"empty prompt", []Booking{{ID: "a", Owner: w1r0}}, map[Owner]uint64{w1r0: 0}},
+		}, map[kvwire.Owner]uint64{w1r0: 4}},
+		{"empty prompt", []Booking{{ID: "a", Owner: w1r0}}, map[kvwire.Owner]uint64{w1r0: 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -299,7 +301,7 @@ func TestOwners(t *testing.T) {
 	if tr.HasOwner(w1r0) {
 		t.Fatal("new tracker has an owner")
 	}
-	for _, o := range []Owner{w2r0, w1r1, w1r0, w2r0, w1r1} { // duplicates: idempotent
+	for _, o := range []kvwire.Owner{w2r0, w1r1, w1r0, w2r0, w1r1} { // duplicates: idempotent
 		tr.AddOwner(o)
 	}
 	if tr.Owners() != 3 {
@@ -315,7 +317,7 @@ func TestOwners(t *testing.T) {
 	if len(got) != 4 || got[1].Owner != w1r0 {
 		t.Fatalf("Loads(dst) = %+v", got)
 	}
-	if l := tr.Load(Owner{Worker: 9}); l != (RankLoad{Owner: Owner{Worker: 9}}) {
+	if l := tr.Load(kvwire.Owner{Worker: 9}); l != (RankLoad{Owner: kvwire.Owner{Worker: 9}}) {
 		t.Fatalf("unknown owner load %+v", l)
 	}
 	mustCheck(t, tr)

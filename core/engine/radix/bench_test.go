@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // The benchmarks share one generated workload (≈1.2M entries over 512 owners); generating it is
@@ -66,7 +68,7 @@ func churnEvents(w *workload, n int) []storeEvent {
 	var out []storeEvent
 	for i := 0; len(out) < n; i++ {
 		ev := w.events[i%len(w.events)]
-		if ev.hasParent || ev.tier != TierDevice {
+		if ev.hasParent || ev.tier != kvwire.TierDevice {
 			continue
 		}
 		// A new 16-block turn directly under the system prompt's last block.
@@ -78,7 +80,7 @@ func churnEvents(w *workload, n int) []storeEvent {
 			prev = extHash(prev, l)
 			blocks[j] = StoredBlock{External: prev, Local: l}
 		}
-		out = append(out, storeEvent{o: ev.o, tier: TierDevice, parent: last, hasParent: true, blocks: blocks})
+		out = append(out, storeEvent{o: ev.o, tier: kvwire.TierDevice, parent: last, hasParent: true, blocks: blocks})
 	}
 	return out
 }

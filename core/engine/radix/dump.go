@@ -1,6 +1,10 @@
 package radix
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // DumpEvent is one replayable store event produced by Dump. Blocks is only valid during the visit
 // call that receives it.
@@ -11,8 +15,8 @@ import "slices"
 // nowhere, and the replayer must remove them (Remove(Owner, Tier, their hashes)) right after the
 // Store. The owner then holds exactly what it held in the dumped index.
 type DumpEvent struct {
-	Owner     Owner
-	Tier      Tier
+	Owner     kvwire.Owner
+	Tier      kvwire.Tier
 	Parent    uint64 // the owner's external hash of its nearest held ancestor; meaningful iff HasParent
 	HasParent bool   // false when the owner holds no ancestor of Blocks[0]
 	Blocks    []StoredBlock
@@ -79,7 +83,7 @@ func (ix *Index) Dump(visit func(DumpEvent) bool) {
 			blk = append(blk, StoredBlock{External: ix.ents.ext[n.off+uint32(j)], Local: n.local})
 			blk = ix.extendRun(id, k, start, kids, blk)
 			ev.Blocks = blk
-			for t := Tier(0); t < NumTiers; t++ {
+			for t := kvwire.Tier(0); t < kvwire.NumTiers; t++ {
 				if k&(1<<t) == 0 {
 					continue
 				}
@@ -184,7 +188,7 @@ func (ix *Index) bfsOrder() (order, start, kids []uint32) {
 
 // Holds reports whether owner o holds a block under external hash h (in any tier). A replayer
 // merging a bridged DumpEvent into a non-empty index checks its placeholders with it first.
-func (ix *Index) Holds(o Owner, h uint64) bool {
+func (ix *Index) Holds(o kvwire.Owner, h uint64) bool {
 	oi, ok := ix.own.lookup(o)
 	return ok && ix.lookup.get(oi, h) != 0
 }

@@ -3,6 +3,8 @@ package radix
 import (
 	"errors"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // opReader decodes fuzz bytes into operations; reads past the end yield zeros, so every byte
@@ -33,10 +35,10 @@ func FuzzIndexOps(f *testing.F) {
 	f.Add([]byte{0, 2, 0, 2, 9, 1, 8, 2, 0, 2, 1, 9, 2, 10, 3, 2, 2, 0, 1, 9, 3, 2, 4})
 	f.Add([]byte{0, 3, 0, 3, 1, 1, 2, 2, 3, 3, 0, 3, 2, 2, 4, 1, 5, 2, 1, 3, 1, 2})
 	probes := [][]uint64{{0}, {0, 0}, {1, 0, 2}, {1}, {1, 1}, {1, 2}, {2, 1}, {1, 2, 3}, {1, 1, 1, 1}, {1, 2, 3, 4, 1}, {3, 3, 3}}
-	var owners []Owner
+	var owners []kvwire.Owner
 	for w := range uint64(4) {
 		for k := range uint32(2) {
-			owners = append(owners, Owner{Worker: w, Rank: k})
+			owners = append(owners, kvwire.Owner{Worker: w, Rank: k})
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -48,7 +50,7 @@ func FuzzIndexOps(f *testing.F) {
 		for r.more() {
 			op := r.next() % 4
 			o := owners[r.next()%8]
-			tier := Tier(r.next() % 5) // 4 is invalid
+			tier := kvwire.Tier(r.next() % 5) // 4 is invalid
 			switch op {
 			case 0, 1: // store; op 1 uses a parent
 				n := int(r.next() % 6)

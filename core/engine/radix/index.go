@@ -3,6 +3,8 @@ package radix
 import (
 	"errors"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Sentinel errors returned (wrapped) by Store.
@@ -122,7 +124,7 @@ func (ix *Index) Stats() Stats {
 }
 
 // OwnerEntries returns how many blocks (nodes) o holds in any tier.
-func (ix *Index) OwnerEntries(o Owner) int {
+func (ix *Index) OwnerEntries(o kvwire.Owner) int {
 	if i, ok := ix.own.lookup(o); ok {
 		return ix.own.list[i].entries
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // chain returns n blocks with externals extBase, extBase+1, ... and locals 101, 102, ...: owners
@@ -35,7 +37,7 @@ func locals(n int) []uint64 {
 	return p
 }
 
-func mustStore(t testing.TB, ix *Index, o Owner, tier Tier, parent uint64, hasParent bool, b []StoredBlock) {
+func mustStore(t testing.TB, ix *Index, o kvwire.Owner, tier kvwire.Tier, parent uint64, hasParent bool, b []StoredBlock) {
 	t.Helper()
 	if err := ix.Store(o, tier, parent, hasParent, b); err != nil {
 		t.Fatalf("Store: %v", err)
@@ -43,21 +45,21 @@ func mustStore(t testing.TB, ix *Index, o Owner, tier Tier, parent uint64, hasPa
 }
 
 func om(w uint64, r uint32, d, h, k, e int32) OwnerMatch {
-	return OwnerMatch{Owner: Owner{w, r}, Device: d, HostExt: h, DiskExt: k, ExternalExt: e}
+	return OwnerMatch{Owner: kvwire.Owner{Worker: w, Rank: r}, Device: d, HostExt: h, DiskExt: k, ExternalExt: e}
 }
 
 var (
-	a0 = Owner{Worker: 1, Rank: 0}
-	a1 = Owner{Worker: 1, Rank: 1}
-	b0 = Owner{Worker: 2, Rank: 0}
+	a0 = kvwire.Owner{Worker: 1, Rank: 0}
+	a1 = kvwire.Owner{Worker: 1, Rank: 1}
+	b0 = kvwire.Owner{Worker: 2, Rank: 0}
 )
 
 func TestOperations(t *testing.T) {
 	type op func(t *testing.T, ix *Index)
-	store := func(o Owner, tier Tier, parent uint64, has bool, b []StoredBlock) op {
+	store := func(o kvwire.Owner, tier kvwire.Tier, parent uint64, has bool, b []StoredBlock) op {
 		return func(t *testing.T, ix *Index) { mustStore(t, ix, o, tier, parent, has, b) }
 	}
-	remove := func(o Owner, tier Tier, wantRemoved, wantUnknown int, ext ...uint64) op {
+	remove := func(o kvwire.Owner, tier kvwire.Tier, wantRemoved, wantUnknown int, ext ...uint64) op {
 		return func(t *testing.T, ix *Index) {
 			r, u := ix.Remove(o, tier, ext)
 			if r != wantRemoved || u != wantUnknown {
@@ -71,7 +73,7 @@ func TestOperations(t *testing.T) {
 		probe    []uint64
 		want     []OwnerMatch
 		stats    Stats // Bytes ignored
-		prefixOf Owner
+		prefixOf kvwire.Owner
 		prefix   []uint64
 	}{
 		{
@@ -80,7 +82,7 @@ func TestOperations(t *testing.T) {
 		},
 		{
 			name:     "single chain full and partial match",
-			ops:      []op{store(a0, TierDevice, 0, false, chain(10, 4))},
+			ops:      []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 4))},
 			probe:    append(locals(3), 999),
 			want:     []OwnerMatch{om(1, 0, 3, 0, 0, 0)},
 			stats:    Stats{Nodes: 4, Entries: 4, Owners: 1},
@@ -88,65 +90,65 @@ func TestOperations(t *testing.T) {
 		},
 		{
 			name: "chain continued under a parent",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 2)),
-				store(a0, TierDevice, 11, true, []StoredBlock{{External: 12, Local: 103}})},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 2)),
+				store(a0, kvwire.TierDevice, 11, true, []StoredBlock{{External: 12, Local: 103}})},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 3, 0, 0, 0)},
 			stats: Stats{Nodes: 3, Entries: 3, Owners: 1}, prefixOf: a0, prefix: []uint64{10, 11, 12},
 		},
 		{
 			name: "shared prefix, owners sorted by (worker, rank)",
-			ops: []op{store(b0, TierDevice, 0, false, chain(30, 5)),
-				store(a1, TierDevice, 0, false, chain(20, 2)),
-				store(a0, TierDevice, 0, false, chain(10, 3))},
+			ops: []op{store(b0, kvwire.TierDevice, 0, false, chain(30, 5)),
+				store(a1, kvwire.TierDevice, 0, false, chain(20, 2)),
+				store(a0, kvwire.TierDevice, 0, false, chain(10, 3))},
 			probe: locals(5),
 			want:  []OwnerMatch{om(1, 0, 3, 0, 0, 0), om(1, 1, 2, 0, 0, 0), om(2, 0, 5, 0, 0, 0)},
 			stats: Stats{Nodes: 5, Entries: 10, Owners: 3}, prefixOf: a1, prefix: []uint64{20, 21},
 		},
 		{
 			name: "re-store is idempotent",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 3)),
-				store(a0, TierDevice, 0, false, chain(10, 3)),
-				store(a0, TierDevice, 10, true, chainFrom(11, 1, 2))},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 3)),
+				store(a0, kvwire.TierDevice, 0, false, chain(10, 3)),
+				store(a0, kvwire.TierDevice, 10, true, chainFrom(11, 1, 2))},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 3, 0, 0, 0)},
 			stats: Stats{Nodes: 3, Entries: 3, Owners: 1},
 		},
 		{
 			name: "device then host continuation",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 4)),
-				store(a0, TierHostPinned, 0, false, chain(10, 6))},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 4)),
+				store(a0, kvwire.TierHostPinned, 0, false, chain(10, 6))},
 			probe: locals(6),
 			want:  []OwnerMatch{om(1, 0, 4, 2, 0, 0)},
 			stats: Stats{Nodes: 6, Entries: 6, Owners: 1},
 		},
 		{
 			name:  "lower tier entered from the root",
-			ops:   []op{store(a0, TierDisk, 0, false, chain(10, 3))},
+			ops:   []op{store(a0, kvwire.TierDisk, 0, false, chain(10, 3))},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 0, 0, 3, 0)},
 			stats: Stats{Nodes: 3, Entries: 3, Owners: 1},
 		},
 		{
 			name: "host skipped: device then disk then external",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 2)),
-				store(a0, TierDisk, 11, true, chainFrom(12, 2, 2)),
-				store(a0, TierExternal, 13, true, chainFrom(14, 4, 1))},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 2)),
+				store(a0, kvwire.TierDisk, 11, true, chainFrom(12, 2, 2)),
+				store(a0, kvwire.TierExternal, 13, true, chainFrom(14, 4, 1))},
 			probe: locals(6),
 			want:  []OwnerMatch{om(1, 0, 2, 0, 2, 1)},
 			stats: Stats{Nodes: 5, Entries: 5, Owners: 1},
 		},
 		{
 			name: "no return to a higher tier",
-			ops: []op{store(a0, TierHostPinned, 0, false, chain(10, 1)),
-				store(a0, TierDevice, 10, true, chainFrom(11, 1, 2))},
+			ops: []op{store(a0, kvwire.TierHostPinned, 0, false, chain(10, 1)),
+				store(a0, kvwire.TierDevice, 10, true, chainFrom(11, 1, 2))},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 0, 1, 0, 0)},
 			stats: Stats{Nodes: 3, Entries: 3, Owners: 1},
 		},
 		{
 			name:  "unknown parent changes nothing",
-			ops:   []op{store(a0, TierDevice, 0, false, chain(10, 2)), expectErr(a0, 77, ErrParentNotFound)},
+			ops:   []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 2)), expectErr(a0, 77, ErrParentNotFound)},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 2, 0, 0, 0)},
 			stats: Stats{Nodes: 2, Entries: 2, Owners: 1},
@@ -158,33 +160,33 @@ func TestOperations(t *testing.T) {
 		},
 		{
 			name: "remove middle of chain cuts the match but keeps the node",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 5)),
-				remove(a0, TierDevice, 1, 0, 12)},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 5)),
+				remove(a0, kvwire.TierDevice, 1, 0, 12)},
 			probe: locals(5),
 			want:  []OwnerMatch{om(1, 0, 2, 0, 0, 0)},
 			stats: Stats{Nodes: 5, Entries: 4, Owners: 1}, prefixOf: a0, prefix: []uint64{10, 11},
 		},
 		{
 			name: "removing the tail prunes empty leaves up the chain",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 5)),
-				remove(a0, TierDevice, 1, 0, 12), remove(a0, TierDevice, 2, 1, 14, 13, 99)},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 5)),
+				remove(a0, kvwire.TierDevice, 1, 0, 12), remove(a0, kvwire.TierDevice, 2, 1, 14, 13, 99)},
 			probe: locals(5),
 			want:  []OwnerMatch{om(1, 0, 2, 0, 0, 0)},
 			stats: Stats{Nodes: 2, Entries: 2, Owners: 1},
 		},
 		{
 			name: "remove one tier keeps the other",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 3)),
-				store(a0, TierHostPinned, 0, false, chain(10, 3)),
-				remove(a0, TierDevice, 1, 0, 11), remove(a0, TierDisk, 0, 1, 10)},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 3)),
+				store(a0, kvwire.TierHostPinned, 0, false, chain(10, 3)),
+				remove(a0, kvwire.TierDevice, 1, 0, 11), remove(a0, kvwire.TierDisk, 0, 1, 10)},
 			probe: locals(3),
 			want:  []OwnerMatch{om(1, 0, 1, 2, 0, 0)},
 			stats: Stats{Nodes: 3, Entries: 3, Owners: 1},
 		},
 		{
 			name: "clear owner leaves other ranks",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 3)),
-				store(a1, TierDisk, 0, false, chain(20, 2)),
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 3)),
+				store(a1, kvwire.TierDisk, 0, false, chain(20, 2)),
 				func(t *testing.T, ix *Index) {
 					if n := ix.ClearOwner(a0); n != 3 {
 						t.Fatalf("ClearOwner=%d want 3", n)
@@ -199,9 +201,9 @@ func TestOperations(t *testing.T) {
 		},
 		{
 			name: "remove worker drops every rank",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 3)),
-				store(a1, TierDevice, 0, false, chain(20, 4)),
-				store(b0, TierDevice, 0, false, chain(30, 1)),
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 3)),
+				store(a1, kvwire.TierDevice, 0, false, chain(20, 4)),
+				store(b0, kvwire.TierDevice, 0, false, chain(30, 1)),
 				func(t *testing.T, ix *Index) {
 					if n := ix.RemoveWorker(1); n != 7 {
 						t.Fatalf("RemoveWorker=%d want 7", n)
@@ -213,39 +215,39 @@ func TestOperations(t *testing.T) {
 		},
 		{
 			name: "external hash rebound to another path moves the entry",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 2)),
-				store(a0, TierDevice, 0, false, []StoredBlock{{External: 11, Local: 500}})},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 2)),
+				store(a0, kvwire.TierDevice, 0, false, []StoredBlock{{External: 11, Local: 500}})},
 			probe: locals(2),
 			want:  []OwnerMatch{om(1, 0, 1, 0, 0, 0)},
 			stats: Stats{Nodes: 2, Entries: 2, Owners: 1}, prefixOf: a0, prefix: []uint64{10},
 		},
 		{
 			name: "new external hash for a held node replaces the old one",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 2)),
-				store(a0, TierHostPinned, 0, false, chain(50, 1)),
-				remove(a0, TierDevice, 0, 1, 10), remove(a0, TierDevice, 1, 0, 50)},
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 2)),
+				store(a0, kvwire.TierHostPinned, 0, false, chain(50, 1)),
+				remove(a0, kvwire.TierDevice, 0, 1, 10), remove(a0, kvwire.TierDevice, 1, 0, 50)},
 			probe: locals(2),
 			want:  []OwnerMatch{om(1, 0, 0, 1, 0, 0)},
 			stats: Stats{Nodes: 2, Entries: 2, Owners: 1}, prefixOf: a0, prefix: []uint64{50, 11},
 		},
 		{
 			name: "duplicate hash and invalid tier are rejected",
-			ops: []op{store(a0, TierDevice, 0, false, chain(10, 1)),
+			ops: []op{store(a0, kvwire.TierDevice, 0, false, chain(10, 1)),
 				func(t *testing.T, ix *Index) {
 					b := append(chain(20, 30), StoredBlock{External: 25, Local: 1})
 					for _, err := range []error{
-						ix.Store(a0, TierDevice, 0, false, []StoredBlock{{1, 1}, {1, 2}}),
-						ix.Store(a0, TierDevice, 10, true, []StoredBlock{{10, 1}}),
-						ix.Store(a0, TierDevice, 0, false, b),
+						ix.Store(a0, kvwire.TierDevice, 0, false, []StoredBlock{{1, 1}, {1, 2}}),
+						ix.Store(a0, kvwire.TierDevice, 10, true, []StoredBlock{{10, 1}}),
+						ix.Store(a0, kvwire.TierDevice, 0, false, b),
 					} {
 						if !errors.Is(err, ErrDuplicateHash) {
 							t.Fatalf("err=%v want ErrDuplicateHash", err)
 						}
 					}
-					if err := ix.Store(a0, NumTiers, 0, false, chain(1, 1)); !errors.Is(err, ErrInvalidTier) {
+					if err := ix.Store(a0, kvwire.NumTiers, 0, false, chain(1, 1)); !errors.Is(err, ErrInvalidTier) {
 						t.Fatalf("err=%v want ErrInvalidTier", err)
 					}
-					if r, u := ix.Remove(a0, NumTiers, []uint64{10}); r != 0 || u != 1 {
+					if r, u := ix.Remove(a0, kvwire.NumTiers, []uint64{10}); r != 0 || u != 1 {
 						t.Fatalf("Remove invalid tier=(%d,%d)", r, u)
 					}
 				}},
@@ -282,10 +284,10 @@ func TestOperations(t *testing.T) {
 }
 
 // expectErr stores one block under parent and expects err, with the index unchanged.
-func expectErr(o Owner, parent uint64, want error) func(t *testing.T, ix *Index) {
+func expectErr(o kvwire.Owner, parent uint64, want error) func(t *testing.T, ix *Index) {
 	return func(t *testing.T, ix *Index) {
 		before, beforeDump := ix.Stats(), dumpMultiset(ix)
-		err := ix.Store(o, TierDevice, parent, true, chain(1000, 2))
+		err := ix.Store(o, kvwire.TierDevice, parent, true, chain(1000, 2))
 		if !errors.Is(err, want) {
 			t.Fatalf("err=%v want %v", err, want)
 		}
@@ -297,9 +299,9 @@ func expectErr(o Owner, parent uint64, want error) func(t *testing.T, ix *Index)
 
 func TestExternalPrefixLimits(t *testing.T) {
 	ix := New()
-	mustStore(t, ix, a0, TierDevice, 0, false, chain(10, 4))
+	mustStore(t, ix, a0, kvwire.TierDevice, 0, false, chain(10, 4))
 	cases := []struct {
-		o    Owner
+		o    kvwire.Owner
 		path []uint64
 		n    int
 		want []uint64
@@ -331,7 +333,7 @@ func TestMemoryReuse(t *testing.T) {
 				for i := range b {
 					b[i].Local = uint64(c*100 + i)
 				}
-				mustStore(t, ix, Owner{Worker: uint64(o)}, TierDevice, 0, false, b)
+				mustStore(t, ix, kvwire.Owner{Worker: uint64(o)}, kvwire.TierDevice, 0, false, b)
 			}
 		}
 	}
@@ -340,18 +342,18 @@ func TestMemoryReuse(t *testing.T) {
 	nodesLen, slabLen := len(ix.nodes), len(ix.ents.keys)
 	// Drain half the owners, then store them again with new external hashes.
 	for o := range 10 {
-		ix.ClearOwner(Owner{Worker: uint64(o)})
+		ix.ClearOwner(kvwire.Owner{Worker: uint64(o)})
 	}
 	checkInvariants(t, ix)
 	fill(1 << 40)
 	for o := 10; o < 20; o++ {
-		ix.ClearOwner(Owner{Worker: uint64(o)})
+		ix.ClearOwner(kvwire.Owner{Worker: uint64(o)})
 		for c := range 10 {
 			b := chain(1<<40+uint64(o*1000+c*50), 8)
 			for i := range b {
 				b[i].Local = uint64(c*100 + i)
 			}
-			mustStore(t, ix, Owner{Worker: uint64(o)}, TierDevice, 0, false, b)
+			mustStore(t, ix, kvwire.Owner{Worker: uint64(o)}, kvwire.TierDevice, 0, false, b)
 		}
 	}
 	checkInvariants(t, ix)
@@ -386,15 +388,15 @@ func TestMatchManyOwners(t *testing.T) {
 		ix, ref := New(), newRef()
 		for k := range n {
 			w := uint64((k * 7919) % n)
-			o := Owner{Worker: w / 4, Rank: uint32(w % 4)}
+			o := kvwire.Owner{Worker: w / 4, Rank: uint32(w % 4)}
 			depth := 3 + k%5
 			b := chain(uint64(k)<<20, depth)
-			mustStore(t, ix, o, TierDevice, 0, false, b)
-			_ = ref.Store(o, TierDevice, 0, false, b)
+			mustStore(t, ix, o, kvwire.TierDevice, 0, false, b)
+			_ = ref.Store(o, kvwire.TierDevice, 0, false, b)
 			if k%3 == 0 {
 				hb := chain(uint64(k)<<20, depth+2)
-				mustStore(t, ix, o, TierHostPinned, 0, false, hb)
-				_ = ref.Store(o, TierHostPinned, 0, false, hb)
+				mustStore(t, ix, o, kvwire.TierHostPinned, 0, false, hb)
+				_ = ref.Store(o, kvwire.TierHostPinned, 0, false, hb)
 			}
 		}
 		compareWithRef(t, ix, ref, [][]uint64{locals(10), locals(3), locals(1)}, nil)
@@ -407,9 +409,9 @@ func TestMatchManyOwners(t *testing.T) {
 		// same-as-parent flags must be invalidated.
 		for k := 0; k < n; k += 2 {
 			w := uint64((k * 7919) % n)
-			o := Owner{Worker: w / 4, Rank: uint32(w % 4)}
-			ix.Remove(o, TierDevice, []uint64{uint64(k)<<20 + 1})
-			ref.Remove(o, TierDevice, []uint64{uint64(k)<<20 + 1})
+			o := kvwire.Owner{Worker: w / 4, Rank: uint32(w % 4)}
+			ix.Remove(o, kvwire.TierDevice, []uint64{uint64(k)<<20 + 1})
+			ref.Remove(o, kvwire.TierDevice, []uint64{uint64(k)<<20 + 1})
 		}
 		compareWithRef(t, ix, ref, [][]uint64{locals(10), locals(3), locals(1)}, nil)
 	}
@@ -418,28 +420,13 @@ func TestMatchManyOwners(t *testing.T) {
 func TestMatchDoesNotAllocate(t *testing.T) {
 	ix := New()
 	for k := range 64 {
-		mustStore(t, ix, Owner{Worker: uint64(k)}, TierDevice, 0, false, chain(uint64(k)<<20, 6+k%10))
+		mustStore(t, ix, kvwire.Owner{Worker: uint64(k)}, kvwire.TierDevice, 0, false, chain(uint64(k)<<20, 6+k%10))
 	}
 	var m Match
 	p := locals(16)
 	ix.Match(p, &m)
 	if a := testing.AllocsPerRun(100, func() { ix.Match(p, &m) }); a != 0 {
 		t.Fatalf("Match allocates %.1f times per call", a)
-	}
-}
-
-func TestTierNames(t *testing.T) {
-	for tier := range NumTiers {
-		got, ok := ParseTier(tier.String())
-		if !ok || got != tier {
-			t.Fatalf("ParseTier(%q)=%v,%v", tier.String(), got, ok)
-		}
-	}
-	if s := Tier(9).String(); s != "tier(9)" {
-		t.Fatalf("Tier(9).String()=%q", s)
-	}
-	if _, ok := ParseTier("gpu"); ok {
-		t.Fatal(`ParseTier("gpu") succeeded`)
 	}
 }
 

@@ -1,13 +1,17 @@
 package radix
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // OwnerMatch is one owner's overlap with a request, in blocks, under Mooncake "cumulative"
 // semantics: Device consecutive blocks from the root held on device; then, from there, HostExt
 // further blocks held in host_pinned; then DiskExt in disk; then ExternalExt in external.
 // Cumulative views: host = Device+HostExt, disk = host+DiskExt+ExternalExt.
 type OwnerMatch struct {
-	Owner                                 Owner
+	Owner                                 kvwire.Owner
 	Device, HostExt, DiskExt, ExternalExt int32
 }
 
@@ -21,7 +25,7 @@ type Match struct {
 	live []liveOwner // explicit live set, sorted by owner index
 	// cnt[r] accumulates the counts of the owner of rank r; hit has bit r set iff cnt[r] is
 	// non-zero. Both are all-zero between calls (emit clears what it reads).
-	cnt [][NumTiers]int32
+	cnt [][kvwire.NumTiers]int32
 	hit []uint64
 	// slot and dst are set only during MatchSlots: counts then go straight to dst[slot[rank]]
 	// instead of cnt/hit (see Match.record).
@@ -64,7 +68,7 @@ func (ix *Index) Match(local []uint64, m *Match) {
 func (ix *Index) walk(local []uint64, m *Match) {
 	m.live = m.live[:0]
 	if nr := len(ix.own.sorted); len(m.cnt) < nr {
-		m.cnt = make([][NumTiers]int32, nr)
+		m.cnt = make([][kvwire.NumTiers]int32, nr)
 		m.hit = make([]uint64, (nr+63)/64)
 	}
 	// While implicit, the live set is "every owner of node first, each in the phase of its
@@ -136,7 +140,7 @@ func (m *Match) record(r, phase uint32, c int32) {
 func (m *Match) direct(r, phase uint32, c int32) {
 	if int(r) < len(m.slot) {
 		if s := m.slot[r]; s >= 0 && int(s) < len(m.dst) {
-			m.dst[s][phase&(uint32(NumTiers)-1)] = c
+			m.dst[s][phase&(uint32(kvwire.NumTiers)-1)] = c
 		}
 	}
 }
@@ -162,7 +166,7 @@ func (ix *Index) matchFirstStep(first, id uint32, i int32, m *Match) {
 			}
 		}
 		r := rankOf[idx]
-		cnt[r][phase&(uint32(NumTiers)-1)] = i
+		cnt[r][phase&(uint32(kvwire.NumTiers)-1)] = i
 		hit[r/64] |= 1 << (r % 64)
 	}
 }
@@ -187,7 +191,7 @@ func (ix *Index) matchFirstStepSlots(first, id uint32, i int32, m *Match) {
 		}
 		if r := rankOf[idx]; int(r) < len(slot) {
 			if s := slot[r]; s >= 0 && int(s) < len(dst) {
-				dst[s][phase&(uint32(NumTiers)-1)] = i
+				dst[s][phase&(uint32(kvwire.NumTiers)-1)] = i
 			}
 		}
 	}
@@ -279,7 +283,7 @@ func (ix *Index) emit(m *Match) {
 			r := wi*64 + bits.TrailingZeros64(word)
 			word &= word - 1
 			c := cnt[r]
-			cnt[r] = [NumTiers]int32{}
+			cnt[r] = [kvwire.NumTiers]int32{}
 			o := &out[w]
 			o.Owner = byRank[r]
 			o.Device, o.HostExt, o.DiskExt, o.ExternalExt = c[0], c[1], c[2], c[3]
@@ -292,7 +296,7 @@ func (ix *Index) emit(m *Match) {
 // ExternalPrefix appends to dst o's external hashes of the first n nodes along the local path
 // (entry i belongs to request block i) and returns the extended slice. It stops early where the
 // path leaves the index or o holds no tier of the node.
-func (ix *Index) ExternalPrefix(o Owner, local []uint64, n int, dst []uint64) []uint64 {
+func (ix *Index) ExternalPrefix(o kvwire.Owner, local []uint64, n int, dst []uint64) []uint64 {
 	oi, ok := ix.own.lookup(o)
 	if !ok {
 		return dst

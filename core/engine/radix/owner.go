@@ -1,60 +1,10 @@
 package radix
 
 import (
-	"cmp"
 	"slices"
-	"strconv"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
-
-// Owner identifies one holder of KV blocks: a worker and one of its global data-parallel ranks.
-// Owners order by Worker, then Rank (see Compare); Match reports them in that order.
-type Owner struct {
-	Worker uint64
-	Rank   uint32
-}
-
-// Compare orders owners by Worker, then Rank. It returns -1, 0 or +1.
-func (o Owner) Compare(p Owner) int {
-	if c := cmp.Compare(o.Worker, p.Worker); c != 0 {
-		return c
-	}
-	return cmp.Compare(o.Rank, p.Rank)
-}
-
-// Tier is a storage tier a block can be held in. Tiers form the match order device → host_pinned →
-// disk → external.
-type Tier uint8
-
-// The storage tiers, in match order.
-const (
-	TierDevice Tier = iota
-	TierHostPinned
-	TierDisk
-	TierExternal
-	// NumTiers is the number of valid tiers; any Tier ≥ NumTiers is invalid.
-	NumTiers
-)
-
-var tierNames = [NumTiers]string{"device", "host_pinned", "disk", "external"}
-
-// String returns the tier's wire name ("device", "host_pinned", "disk", "external"), or
-// "tier(N)" for an invalid tier.
-func (t Tier) String() string {
-	if t < NumTiers {
-		return tierNames[t]
-	}
-	return "tier(" + strconv.Itoa(int(t)) + ")"
-}
-
-// ParseTier maps a wire name back to its Tier; ok is false for an unknown name.
-func ParseTier(s string) (t Tier, ok bool) {
-	for i, n := range tierNames {
-		if n == s {
-			return Tier(i), true
-		}
-	}
-	return 0, false
-}
 
 // maxOwners caps interned owners so that an index fits in an entryKey (32-keyShift bits), a
 // node's entry count fits node.meta's 26 count bits, and every entry list fits a slab chunk.
@@ -72,31 +22,31 @@ const maxOwners = 1 << maxClass
 // Interning and freeing cost O(live owners) (rank maintenance); both are rare (an owner's first
 // block and its last removal). Lookups are one map access.
 type owners struct {
-	byOwner map[Owner]uint32
+	byOwner map[kvwire.Owner]uint32
 	list    []ownerInfo
 	sorted  []uint32
 	freeIdx []uint32
 	// rankOf (the only record of a live index's rank) and byRank[r] == list[sorted[r]].o are
 	// dense for Match's hot loops (4 and 16 bytes per owner instead of a 24-byte ownerInfo).
 	rankOf []uint32
-	byRank []Owner
+	byRank []kvwire.Owner
 	// version counts changes of the live set (an intern of a new owner, a release): ranks are
 	// stable while it is unchanged (see Index.Version).
 	version uint64
 }
 
 type ownerInfo struct {
-	o       Owner
+	o       kvwire.Owner
 	entries int
 }
 
-func (ot *owners) lookup(o Owner) (uint32, bool) {
+func (ot *owners) lookup(o kvwire.Owner) (uint32, bool) {
 	i, ok := ot.byOwner[o]
 	return i, ok
 }
 
 // intern returns o's index, creating it if needed; ok is false when maxOwners is reached.
-func (ot *owners) intern(o Owner) (idx uint32, ok bool) {
+func (ot *owners) intern(o kvwire.Owner) (idx uint32, ok bool) {
 	if i, found := ot.byOwner[o]; found {
 		return i, true
 	}
@@ -113,10 +63,10 @@ func (ot *owners) intern(o Owner) (idx uint32, ok bool) {
 		ot.rankOf = append(ot.rankOf, 0)
 	}
 	if ot.byOwner == nil {
-		ot.byOwner = make(map[Owner]uint32)
+		ot.byOwner = make(map[kvwire.Owner]uint32)
 	}
 	ot.byOwner[o] = idx
-	pos, _ := slices.BinarySearchFunc(ot.sorted, o, func(i uint32, o Owner) int {
+	pos, _ := slices.BinarySearchFunc(ot.sorted, o, func(i uint32, o kvwire.Owner) int {
 		return ot.list[i].o.Compare(o)
 	})
 	ot.sorted = slices.Insert(ot.sorted, pos, idx)

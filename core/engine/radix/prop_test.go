@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // opGen produces random operation sequences over a deliberately tiny universe (few owners, few
@@ -13,7 +15,7 @@ import (
 // hashes and removals in the middle of chains all happen often.
 type opGen struct {
 	r      *rand.Rand
-	owners []Owner
+	owners []kvwire.Owner
 	labels uint64 // local hashes are 0..labels-1 (0 is the label free nodes carry)
 	exts   uint64 // external hashes are 1..exts (plus derived ones)
 }
@@ -23,13 +25,13 @@ func newOpGen(seed uint64) *opGen {
 	g := &opGen{r: r, labels: 2 + r.Uint64N(4), exts: 8 + r.Uint64N(40)}
 	for w := range 1 + r.IntN(3) {
 		for k := range 1 + r.IntN(3) {
-			g.owners = append(g.owners, Owner{Worker: uint64(w*7 + 1), Rank: uint32(k)})
+			g.owners = append(g.owners, kvwire.Owner{Worker: uint64(w*7 + 1), Rank: uint32(k)})
 		}
 	}
 	return g
 }
 
-func (g *opGen) owner() Owner { return g.owners[g.r.IntN(len(g.owners))] }
+func (g *opGen) owner() kvwire.Owner { return g.owners[g.r.IntN(len(g.owners))] }
 
 func (g *opGen) path(n int) []uint64 {
 	p := make([]uint64, n)
@@ -40,7 +42,7 @@ func (g *opGen) path(n int) []uint64 {
 }
 
 // heldExt picks an external hash o holds according to ref, or a random one.
-func (g *opGen) heldExt(ref *refIndex, o Owner) uint64 {
+func (g *opGen) heldExt(ref *refIndex, o kvwire.Owner) uint64 {
 	if m := ref.lookup[o]; len(m) > 0 && g.r.IntN(5) != 0 {
 		k := g.r.IntN(len(m))
 		for e := range m {
@@ -58,9 +60,9 @@ func (g *opGen) heldExt(ref *refIndex, o Owner) uint64 {
 func (g *opGen) step(t testing.TB, ix *Index, ref *refIndex) {
 	t.Helper()
 	o := g.owner()
-	tier := Tier(g.r.IntN(int(NumTiers)))
+	tier := kvwire.Tier(g.r.IntN(int(kvwire.NumTiers)))
 	if g.r.IntN(50) == 0 {
-		tier = NumTiers + Tier(g.r.IntN(3)) // invalid
+		tier = kvwire.NumTiers + kvwire.Tier(g.r.IntN(3)) // invalid
 	}
 	switch op := g.r.IntN(20); {
 	case op < 11: // store
@@ -121,8 +123,8 @@ func (g *opGen) probes() [][]uint64 {
 	return out
 }
 
-func (g *opGen) allOwners() []Owner {
-	return append(slices.Clone(g.owners), Owner{Worker: 999, Rank: 9})
+func (g *opGen) allOwners() []kvwire.Owner {
+	return append(slices.Clone(g.owners), kvwire.Owner{Worker: 999, Rank: 9})
 }
 
 // TestPropertyAgainstReference runs seeded random operation sequences and compares every
@@ -185,7 +187,7 @@ func TestDumpRoundTrip(t *testing.T) {
 func (g *opGen) stepPair(t testing.TB, a, b *Index, ref *refIndex) {
 	t.Helper()
 	o := g.owner()
-	tier := Tier(g.r.IntN(int(NumTiers)))
+	tier := kvwire.Tier(g.r.IntN(int(kvwire.NumTiers)))
 	switch op := g.r.IntN(20); {
 	case op < 12:
 		hasParent := g.r.IntN(3) != 0
@@ -249,8 +251,8 @@ func compareIndexes(t *testing.T, seed uint64, when string, g *opGen, a, b *Inde
 func TestDumpStopsEarly(t *testing.T) {
 	ix := New()
 	for w := range uint64(3) {
-		mustStore(t, ix, Owner{Worker: w}, TierDevice, 0, false, chain(w*100, 5))
-		mustStore(t, ix, Owner{Worker: w}, TierHostPinned, 0, false, chain(w*100, 5))
+		mustStore(t, ix, kvwire.Owner{Worker: w}, kvwire.TierDevice, 0, false, chain(w*100, 5))
+		mustStore(t, ix, kvwire.Owner{Worker: w}, kvwire.TierHostPinned, 0, false, chain(w*100, 5))
 	}
 	calls := 0
 	ix.Dump(func(DumpEvent) bool { calls++; return calls < 3 })
@@ -268,12 +270,12 @@ func TestDumpStopsEarly(t *testing.T) {
 // owner and block, a tail held by one owner with one tier set is one multi-block event.
 func TestDumpMergesSingleOwnerRuns(t *testing.T) {
 	ix := New()
-	mustStore(t, ix, a0, TierDevice, 0, false, chain(10, 6))
-	mustStore(t, ix, b0, TierDevice, 0, false, chain(30, 2))
-	mustStore(t, ix, a0, TierHostPinned, 10, true, chainFrom(11, 1, 1))
+	mustStore(t, ix, a0, kvwire.TierDevice, 0, false, chain(10, 6))
+	mustStore(t, ix, b0, kvwire.TierDevice, 0, false, chain(30, 2))
+	mustStore(t, ix, a0, kvwire.TierHostPinned, 10, true, chainFrom(11, 1, 1))
 	type ev struct {
-		o      Owner
-		tier   Tier
+		o      kvwire.Owner
+		tier   kvwire.Tier
 		parent uint64
 		has    bool
 		ext    []uint64

@@ -6,13 +6,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // refIndex is the naive reference the tests compare Index against: maps keyed by the full path of
 // local hashes, no sharing, no cleverness. It implements the documented semantics directly.
 type refIndex struct {
-	entries map[Owner]map[string]*refEntry // owner → path key → entry
-	lookup  map[Owner]map[uint64]string    // owner → external hash → path key
+	entries map[kvwire.Owner]map[string]*refEntry // owner → path key → entry
+	lookup  map[kvwire.Owner]map[uint64]string    // owner → external hash → path key
 }
 
 type refEntry struct {
@@ -22,7 +24,7 @@ type refEntry struct {
 }
 
 func newRef() *refIndex {
-	return &refIndex{entries: map[Owner]map[string]*refEntry{}, lookup: map[Owner]map[uint64]string{}}
+	return &refIndex{entries: map[kvwire.Owner]map[string]*refEntry{}, lookup: map[kvwire.Owner]map[uint64]string{}}
 }
 
 func pathKey(p []uint64) string {
@@ -33,7 +35,7 @@ func pathKey(p []uint64) string {
 	return string(b)
 }
 
-func (r *refIndex) del(o Owner, key string) {
+func (r *refIndex) del(o kvwire.Owner, key string) {
 	e := r.entries[o][key]
 	delete(r.lookup[o], e.ext)
 	delete(r.entries[o], key)
@@ -43,8 +45,8 @@ func (r *refIndex) del(o Owner, key string) {
 	}
 }
 
-func (r *refIndex) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []StoredBlock) error {
-	if t >= NumTiers {
+func (r *refIndex) Store(o kvwire.Owner, t kvwire.Tier, parent uint64, hasParent bool, blocks []StoredBlock) error {
+	if t >= kvwire.NumTiers {
 		return ErrInvalidTier
 	}
 	seen := map[uint64]bool{}
@@ -89,10 +91,10 @@ func (r *refIndex) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks 
 	return nil
 }
 
-func (r *refIndex) Remove(o Owner, t Tier, ext []uint64) (removed, unknown int) {
+func (r *refIndex) Remove(o kvwire.Owner, t kvwire.Tier, ext []uint64) (removed, unknown int) {
 	for _, x := range ext {
 		key, ok := r.lookup[o][x]
-		if !ok || t >= NumTiers || r.entries[o][key].tiers&(1<<t) == 0 {
+		if !ok || t >= kvwire.NumTiers || r.entries[o][key].tiers&(1<<t) == 0 {
 			unknown++
 			continue
 		}
@@ -106,7 +108,7 @@ func (r *refIndex) Remove(o Owner, t Tier, ext []uint64) (removed, unknown int) 
 	return removed, unknown
 }
 
-func (r *refIndex) ClearOwner(o Owner) int {
+func (r *refIndex) ClearOwner(o kvwire.Owner) int {
 	n := len(r.entries[o])
 	delete(r.entries, o)
 	delete(r.lookup, o)
@@ -123,7 +125,7 @@ func (r *refIndex) RemoveWorker(w uint64) int {
 	return n
 }
 
-func (r *refIndex) tiersAt(o Owner, path []uint64) uint8 {
+func (r *refIndex) tiersAt(o kvwire.Owner, path []uint64) uint8 {
 	if e := r.entries[o][pathKey(path)]; e != nil {
 		return e.tiers
 	}
@@ -134,19 +136,19 @@ func (r *refIndex) tiersAt(o Owner, path []uint64) uint8 {
 func (r *refIndex) Match(local []uint64) []OwnerMatch {
 	var out []OwnerMatch
 	for o := range r.entries {
-		var cnt [NumTiers]int32
+		var cnt [kvwire.NumTiers]int32
 		phase := 0
 		for i := range local {
 			tiers := r.tiersAt(o, local[:i+1])
-			for phase < int(NumTiers) && tiers&(1<<phase) == 0 {
+			for phase < int(kvwire.NumTiers) && tiers&(1<<phase) == 0 {
 				phase++
 			}
-			if phase == int(NumTiers) {
+			if phase == int(kvwire.NumTiers) {
 				break
 			}
 			cnt[phase]++
 		}
-		if cnt != [NumTiers]int32{} {
+		if cnt != [kvwire.NumTiers]int32{} {
 			out = append(out, ownerMatch(o, cnt))
 		}
 	}
@@ -154,7 +156,7 @@ func (r *refIndex) Match(local []uint64) []OwnerMatch {
 	return out
 }
 
-func (r *refIndex) ExternalPrefix(o Owner, local []uint64, n int) []uint64 {
+func (r *refIndex) ExternalPrefix(o kvwire.Owner, local []uint64, n int) []uint64 {
 	var out []uint64
 	for i := 0; i < n && i < len(local); i++ {
 		e := r.entries[o][pathKey(local[:i+1])]
@@ -166,7 +168,7 @@ func (r *refIndex) ExternalPrefix(o Owner, local []uint64, n int) []uint64 {
 	return out
 }
 
-func (r *refIndex) OwnerEntries(o Owner) int { return len(r.entries[o]) }
+func (r *refIndex) OwnerEntries(o kvwire.Owner) int { return len(r.entries[o]) }
 
 func (r *refIndex) Stats() Stats {
 	nodes := map[string]bool{}
@@ -204,7 +206,7 @@ func (r *refIndex) dumpSet() map[string]int {
 			if !has {
 				gap = e.path[:len(e.path)-1]
 			}
-			for t := Tier(0); t < NumTiers; t++ {
+			for t := kvwire.Tier(0); t < kvwire.NumTiers; t++ {
 				if e.tiers&(1<<t) != 0 {
 					out[blockKey(o, t, parent, has, gap, StoredBlock{External: e.ext, Local: e.path[len(e.path)-1]})]++
 				}
@@ -216,7 +218,7 @@ func (r *refIndex) dumpSet() map[string]int {
 
 // blockKey renders one dumped block canonically: owner, tier, the owner's parent hash (or root),
 // the local hashes of a bridge (placeholder external hashes are arbitrary and left out), block.
-func blockKey(o Owner, t Tier, parent uint64, hasParent bool, gap []uint64, bl StoredBlock) string {
+func blockKey(o kvwire.Owner, t kvwire.Tier, parent uint64, hasParent bool, gap []uint64, bl StoredBlock) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%d/%s/", o.Worker, o.Rank, t)
 	if hasParent {
@@ -375,7 +377,7 @@ func checkInvariants(t testing.TB, ix *Index) {
 }
 
 // compareWithRef checks every observable of ix against ref for the given probe paths.
-func compareWithRef(t testing.TB, ix *Index, ref *refIndex, probes [][]uint64, owners []Owner) {
+func compareWithRef(t testing.TB, ix *Index, ref *refIndex, probes [][]uint64, owners []kvwire.Owner) {
 	t.Helper()
 	checkInvariants(t, ix)
 	var m Match
@@ -421,6 +423,6 @@ func mapsEqual(a, b map[string]int) bool {
 }
 
 // ownerMatch builds the OwnerMatch the reference model expects from per-tier counts.
-func ownerMatch(o Owner, c [NumTiers]int32) OwnerMatch {
+func ownerMatch(o kvwire.Owner, c [kvwire.NumTiers]int32) OwnerMatch {
 	return OwnerMatch{Owner: o, Device: c[0], HostExt: c[1], DiskExt: c[2], ExternalExt: c[3]}
 }

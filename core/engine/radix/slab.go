@@ -1,5 +1,7 @@
 package radix
 
+import "github.com/kvselect/kvselect/kvwire"
+
 // slab stores every node's owner entries in two parallel, pointer-free arenas: keys (owner index
 // and tier bits, see entryKey) and ext (the owner's external block hash). A node's entries are one
 // chunk [off, off+len) of capacity 1<<class, sorted by owner index.
@@ -30,7 +32,7 @@ const maxClass = 26
 // (reachable; already emitted in a merged chain) and are zero outside it.
 const (
 	keyShift  = 6
-	tierMask  = 1<<NumTiers - 1
+	tierMask  = 1<<kvwire.NumTiers - 1
 	markBit   = 1 << 4
 	doneBit   = 1 << 5
 	scratchMs = markBit | doneBit

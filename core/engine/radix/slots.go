@@ -1,5 +1,7 @@
 package radix
 
+import "github.com/kvselect/kvselect/kvwire"
+
 // Slot-addressed matching, for callers that keep their own per-owner arrays (the engine's
 // selection fast path keeps one overlap record per schedulable rank). Instead of a sorted
 // OwnerMatch list that the caller would merge with its own owner list, MatchSlots scatters each
@@ -16,7 +18,7 @@ package radix
 
 // Counts is one owner's overlap by tier phase: Device, HostExt, DiskExt, ExternalExt (see
 // OwnerMatch).
-type Counts = [NumTiers]int32
+type Counts = [kvwire.NumTiers]int32
 
 // Version returns a counter that changes whenever the set of owners (and so owner ranks)
 // changes. A fresh Index starts at 0; a caller caching a slot table for one Index must also
@@ -27,9 +29,9 @@ func (ix *Index) Version() uint64 { return ix.own.version }
 func (ix *Index) Owners() int { return ix.own.live() }
 
 // OwnerAt returns the owner of rank r, and false when r is out of range.
-func (ix *Index) OwnerAt(r int) (Owner, bool) {
+func (ix *Index) OwnerAt(r int) (kvwire.Owner, bool) {
 	if uint(r) >= uint(len(ix.own.sorted)) {
-		return Owner{}, false
+		return kvwire.Owner{}, false
 	}
 	return ix.own.byRank[r], true
 }

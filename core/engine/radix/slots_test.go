@@ -3,11 +3,13 @@ package radix
 import (
 	"slices"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // slotTable maps every rank of ix to a slot: owners in want get their position in want, the
 // others -1 (the caller's view: its own owner list, a subset of the index's or a superset).
-func slotTable(ix *Index, want []Owner) []int32 {
+func slotTable(ix *Index, want []kvwire.Owner) []int32 {
 	slot := make([]int32, ix.Owners())
 	for r := range slot {
 		o, ok := ix.OwnerAt(r)
@@ -22,10 +24,10 @@ func slotTable(ix *Index, want []Owner) []int32 {
 // checkSlots compares MatchSlots with Match on every probe, for a caller owner list that keeps
 // some of the index's owners (shuffled), drops others and adds unknown ones, and for a slot
 // table that is too short (a stale caller).
-func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []Owner) {
+func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []kvwire.Owner) {
 	t.Helper()
 	// Ranks enumerate the owners in (Worker, Rank) order.
-	var ranked []Owner
+	var ranked []kvwire.Owner
 	for r := range ix.Owners() {
 		o, ok := ix.OwnerAt(r)
 		if !ok {
@@ -33,7 +35,7 @@ func checkSlots(t testing.TB, ix *Index, probes [][]uint64, callers []Owner) {
 		}
 		ranked = append(ranked, o)
 	}
-	if !slices.IsSortedFunc(ranked, Owner.Compare) || ix.Owners() != ix.Stats().Owners {
+	if !slices.IsSortedFunc(ranked, kvwire.Owner.Compare) || ix.Owners() != ix.Stats().Owners {
 		t.Fatalf("ranked owners %v not sorted or count %d != Stats %d", ranked, ix.Owners(), ix.Stats().Owners)
 	}
 	if _, ok := ix.OwnerAt(ix.Owners()); ok {
@@ -93,7 +95,7 @@ func TestMatchSlotsAgainstMatch(t *testing.T) {
 		// Callers: the generator's owners shuffled, minus one, plus an owner the index never sees.
 		callers := slices.Clone(g.owners)
 		g.r.Shuffle(len(callers), func(i, j int) { callers[i], callers[j] = callers[j], callers[i] })
-		callers = append(callers[1:], Owner{Worker: 999, Rank: 9})
+		callers = append(callers[1:], kvwire.Owner{Worker: 999, Rank: 9})
 		for step := range 200 {
 			before, owners := ix.Version(), ownerSet(ix)
 			g.step(t, ix, ref)
@@ -113,8 +115,8 @@ func TestMatchSlotsAgainstMatch(t *testing.T) {
 	}
 }
 
-func ownerSet(ix *Index) []Owner {
-	var out []Owner
+func ownerSet(ix *Index) []kvwire.Owner {
+	var out []kvwire.Owner
 	for r := range ix.Owners() {
 		o, _ := ix.OwnerAt(r)
 		out = append(out, o)
@@ -130,7 +132,7 @@ func TestMatchSlotsWorkload(t *testing.T) {
 	w := genWorkload(c)
 	ix := w.build(t)
 	callers := slices.Clone(w.owners[3:])
-	callers = append(callers, Owner{Worker: 1, Rank: 1})
+	callers = append(callers, kvwire.Owner{Worker: 1, Rank: 1})
 	checkSlots(t, ix, w.queries[:60], callers)
 	if n := ix.Owners(); n < 100 {
 		t.Fatalf("workload has only %d owners", n)

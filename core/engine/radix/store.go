@@ -3,6 +3,8 @@ package radix
 import (
 	"fmt"
 	"slices"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // Store records that owner o now holds blocks in tier t, as one chain: blocks[0] is a child of
@@ -23,8 +25,8 @@ import (
 //
 // Cost: O(len(blocks)·(1 + log owners of the node)) plus entry-list moves; no allocation in
 // steady state beyond arena growth.
-func (ix *Index) Store(o Owner, t Tier, parent uint64, hasParent bool, blocks []StoredBlock) error {
-	if t >= NumTiers {
+func (ix *Index) Store(o kvwire.Owner, t kvwire.Tier, parent uint64, hasParent bool, blocks []StoredBlock) error {
+	if t >= kvwire.NumTiers {
 		return fmt.Errorf("%w: %d", ErrInvalidTier, t)
 	}
 	if err := ix.checkDistinct(parent, hasParent, blocks); err != nil {
@@ -161,9 +163,9 @@ func (ix *Index) checkDistinct(parent uint64, hasParent bool, blocks []StoredBlo
 // (or at all) counts as unknown and is otherwise ignored; removed+unknown == len(external).
 // When o no longer holds a node in any tier, its entry and lookup go, and nodes left without
 // owners and children are freed (their memory is reused by later stores).
-func (ix *Index) Remove(o Owner, t Tier, external []uint64) (removed, unknown int) {
+func (ix *Index) Remove(o kvwire.Owner, t kvwire.Tier, external []uint64) (removed, unknown int) {
 	oi, ok := ix.own.lookup(o)
-	if !ok || t >= NumTiers {
+	if !ok || t >= kvwire.NumTiers {
 		return 0, len(external)
 	}
 	bit := uint32(1) << t
@@ -203,7 +205,7 @@ func (ix *Index) Remove(o Owner, t Tier, external []uint64) (removed, unknown in
 
 // ClearOwner drops every entry of o in every tier (vLLM AllBlocksCleared) and returns how many
 // entries were dropped. Cost: one scan of the lookup table plus the removals.
-func (ix *Index) ClearOwner(o Owner) int {
+func (ix *Index) ClearOwner(o kvwire.Owner) int {
 	oi, ok := ix.own.lookup(o)
 	if !ok {
 		return 0

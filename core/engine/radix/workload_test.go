@@ -3,6 +3,8 @@ package radix
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
 )
 
 // workload is a synthetic fleet history shaped like production chat traffic: a few system
@@ -12,15 +14,15 @@ import (
 // conversations to host memory. Popular system prompts end up held by most of the 512 owners,
 // conversation tails by one or two.
 type workload struct {
-	owners  []Owner
+	owners  []kvwire.Owner
 	events  []storeEvent // in arrival order
 	queries [][]uint64   // next-turn prompts, 64 blocks each, rooted in stored conversations
 	entries int          // (block, owner) entries after replaying events
 }
 
 type storeEvent struct {
-	o         Owner
-	tier      Tier
+	o         kvwire.Owner
+	tier      kvwire.Tier
 	parent    uint64
 	hasParent bool
 	blocks    []StoredBlock
@@ -51,17 +53,17 @@ func genWorkload(c wlConfig) *workload {
 	w := &workload{}
 	for wk := range c.workers {
 		for rk := range c.ranks {
-			w.owners = append(w.owners, Owner{Worker: uint64(1000 + wk), Rank: uint32(wk*c.ranks + rk)})
+			w.owners = append(w.owners, kvwire.Owner{Worker: uint64(1000 + wk), Rank: uint32(wk*c.ranks + rk)})
 		}
 	}
 	type sys struct {
 		local, ext []uint64
-		heldBy     map[Owner]bool
+		heldBy     map[kvwire.Owner]bool
 	}
 	prompts := make([]sys, c.systemPrompts)
 	for i := range prompts {
 		n := 8 + r.IntN(17)
-		p := sys{heldBy: map[Owner]bool{}}
+		p := sys{heldBy: map[kvwire.Owner]bool{}}
 		prev := uint64(0)
 		for range n {
 			l := r.Uint64()
@@ -78,7 +80,7 @@ func genWorkload(c wlConfig) *workload {
 		if r.IntN(3) == 0 {
 			nOwners = 2
 		}
-		var servers []Owner
+		var servers []kvwire.Owner
 		for range nOwners {
 			servers = append(servers, w.owners[r.IntN(len(w.owners))])
 		}
@@ -89,7 +91,7 @@ func genWorkload(c wlConfig) *workload {
 			o := servers[t%len(servers)]
 			if !sp.heldBy[o] {
 				sp.heldBy[o] = true
-				w.events = append(w.events, storeEvent{o: o, tier: TierDevice, blocks: blocksOf(sp.local, sp.ext)})
+				w.events = append(w.events, storeEvent{o: o, tier: kvwire.TierDevice, blocks: blocksOf(sp.local, sp.ext)})
 			}
 			// The turn's new blocks: the previous turn's answer plus the new question.
 			start := len(local)
@@ -105,11 +107,11 @@ func genWorkload(c wlConfig) *workload {
 			for from > len(sp.local) && !seen[[2]uint64{uint64(ownerKey(o)), ext[from-1]}] {
 				from--
 			}
-			ev := storeEvent{o: o, tier: TierDevice, parent: ext[from-1], hasParent: true,
+			ev := storeEvent{o: o, tier: kvwire.TierDevice, parent: ext[from-1], hasParent: true,
 				blocks: blocksOf(local[from:], ext[from:])}
 			w.events = append(w.events, ev)
 			if offload {
-				w.events = append(w.events, storeEvent{o: o, tier: TierHostPinned, parent: ev.parent,
+				w.events = append(w.events, storeEvent{o: o, tier: kvwire.TierHostPinned, parent: ev.parent,
 					hasParent: true, blocks: ev.blocks})
 			}
 			for _, b := range ev.blocks {
@@ -127,7 +129,7 @@ func genWorkload(c wlConfig) *workload {
 	return w
 }
 
-func ownerKey(o Owner) uint64 { return o.Worker<<32 | uint64(o.Rank) }
+func ownerKey(o kvwire.Owner) uint64 { return o.Worker<<32 | uint64(o.Rank) }
 
 func blocksOf(local, ext []uint64) []StoredBlock {
 	b := make([]StoredBlock, len(local))

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
 // The Gateway's typed decode (V4), reproduced: Go encoding/json into a response whose members
@@ -94,17 +92,17 @@ var envelopeMembers = map[string][]string{
 // decoded member only in case ("Status", "metadata.RequestId"), as "path: name (for canonical)",
 // or "". The Gateway binds such members (see gatewayDecode); this checker reports them as a
 // Recommended rule, because whether the response is then accepted depends on member order.
-func caseVariantMember(root strictjson.Value) string {
-	var walk func(path string, v strictjson.Value) string
-	walk = func(path string, v strictjson.Value) string {
-		if v.Kind() != strictjson.Object {
+func caseVariantMember(root *jvalue) string {
+	var walk func(path string, v *jvalue) string
+	walk = func(path string, v *jvalue) string {
+		if !v.isKind('{') {
 			return ""
 		}
 		known := envelopeMembers[path]
-		for m := v.First(); m.Valid(); m = m.Next() {
+		for _, key := range v.keys {
 			for _, k := range known {
-				if m.Key() != k && strings.EqualFold(m.Key(), k) {
-					return fmt.Sprintf("%s%q (the Gateway reads it as %s)", prefix(path), m.Key(), prefix(path)+k)
+				if key != k && strings.EqualFold(key, k) {
+					return fmt.Sprintf("%s%q (the Gateway reads it as %s)", prefix(path), key, prefix(path)+k)
 				}
 			}
 		}
@@ -116,7 +114,7 @@ func caseVariantMember(root strictjson.Value) string {
 			if _, nested := envelopeMembers[sub]; !nested {
 				continue
 			}
-			if c, ok := v.Get(k); ok {
+			if c, ok := v.get(k); ok {
 				if s := walk(sub, c); s != "" {
 					return s
 				}

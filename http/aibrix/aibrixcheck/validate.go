@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/kvselect/kvselect/http/aibrix"
-	"github.com/kvselect/kvselect/http/aibrix/internal/strictjson"
 )
 
 // Result is the outcome of one rule on one exchange. Detail is empty for
@@ -123,12 +122,11 @@ func validateDecision(r *recorder, ex *Exchange, sent *aibrix.Request) *Decision
 	if !r.check(RuleNonEmpty, len(ex.Body) > 0, "empty body") {
 		return nil
 	}
-	doc, err := strictjson.Parse(ex.Body)
+	root, err := parseJSON(ex.Body)
 	if !checkSyntax(r, err) {
 		return nil
 	}
-	root := doc.Root()
-	if !r.check(RuleObject, root.Kind() == strictjson.Object, "top-level value is %s", root.Kind()) {
+	if !r.check(RuleObject, root.isKind('{'), "top-level value is %s", root.kindName()) {
 		return nil
 	}
 	if null := nullOptional(root); !r.check(RuleNoNullOptional, null == "", "%s is null; optional members must be omitted", null) {
@@ -167,9 +165,9 @@ func checkSyntax(r *recorder, err error) bool {
 		return true
 	}
 	switch {
-	case errors.Is(err, strictjson.ErrDuplicateMember):
+	case errors.Is(err, errDuplicateMember):
 		r.check(RuleNoDuplicates, false, "%v", err)
-	case errors.Is(err, strictjson.ErrTrailingData):
+	case errors.Is(err, errTrailingData):
 		r.check(RuleNoTrailing, false, "%v", err)
 	default:
 		r.check(RuleJSONSyntax, false, "%v", err)
@@ -179,15 +177,15 @@ func checkSyntax(r *recorder, err error) bool {
 
 // nullOptional implements V3 on exact member names: it returns the path of
 // an optional member encoded as null, or "".
-func nullOptional(root strictjson.Value) string {
-	isNull := func(v strictjson.Value, name string) bool {
-		m, ok := v.Get(name)
-		return ok && m.Kind() == strictjson.Null
+func nullOptional(root *jvalue) string {
+	isNull := func(v *jvalue, name string) bool {
+		m, ok := v.get(name)
+		return ok && m.isKind('n')
 	}
-	if md, ok := root.Get("metadata"); ok && isNull(md, "decisionId") {
+	if md, ok := root.get("metadata"); ok && isNull(md, "decisionId") {
 		return "metadata.decisionId"
 	}
-	st, ok := root.Get("status")
+	st, ok := root.get("status")
 	if !ok {
 		return ""
 	}
@@ -197,7 +195,7 @@ func nullOptional(root strictjson.Value) string {
 	case isNull(st, "target"):
 		return "status.target"
 	}
-	if tg, ok := st.Get("target"); ok && isNull(tg, "port") {
+	if tg, ok := st.get("target"); ok && isNull(tg, "port") {
 		return "status.target.port"
 	}
 	return ""
@@ -296,25 +294,24 @@ func ValidateProblem(ex *Exchange, wantStatus int, token string) []Result {
 // status equals the HTTP status; type and detail, when present, are
 // strings. Extension members are allowed.
 func problemBodyOK(body []byte, status int) error {
-	doc, err := strictjson.Parse(body)
+	root, err := parseJSON(body)
 	if err != nil {
 		return err
 	}
-	root := doc.Root()
-	if root.Kind() != strictjson.Object {
-		return fmt.Errorf("problem body is %s, not an object", root.Kind())
+	if !root.isKind('{') {
+		return fmt.Errorf("problem body is %s, not an object", root.kindName())
 	}
-	if t, ok := root.Get("title"); !ok || t.Kind() != strictjson.String || t.Str() == "" {
+	if t, ok := root.get("title"); !ok || !t.isKind('"') || t.str == "" {
 		return errors.New("title must be a non-empty string")
 	}
-	s, ok := root.Get("status")
-	if n, isInt := s.Int(); !ok || !isInt || n != int64(status) {
+	s, ok := root.get("status")
+	if n, isInt := s.integer(); !ok || !isInt || n != int64(status) {
 		return fmt.Errorf("status member must be the integer %d", status)
 	}
-	if t, ok := root.Get("type"); ok && t.Kind() != strictjson.String {
+	if t, ok := root.get("type"); ok && !t.isKind('"') {
 		return errors.New("type must be a string")
 	}
-	if t, ok := root.Get("detail"); ok && t.Kind() != strictjson.String {
+	if t, ok := root.get("detail"); ok && !t.isKind('"') {
 		return errors.New("detail must be a string")
 	}
 	return nil

@@ -1,0 +1,56 @@
+package engine
+
+// kvselectPolicy is kvselect's cost function (PolicyKVSelect), dispatched to the terms of
+// kvselect_cost.go: kvselectCosts on the general path, kvselectTerms.costOf per rank on the
+// fast path. This file is only that glue; the cost itself lives in kvselect_*.go.
+type kvselectPolicy struct{}
+
+func (kvselectPolicy) costs(cs []scored, n normalized, blockSize uint32, w weights) {
+	kvselectCosts(cs, &n, blockSize, w)
+}
+
+func (kvselectPolicy) fast(e *Engine, sel *selection) {
+	f, p, w := &e.scratch.fast, sel.p, sel.w
+	tr, ov, booked, cost := p.tracker, f.ov, f.booked, f.cost
+	k := newKVSelectTerms(&sel.norm, p.blockSize, w)
+	for i := range cost {
+		_, _, _, pending, _ := tr.CountersAt(i)
+		k.observeRank(tr.SpeedAt(i), pending)
+	}
+	ent := e.entriesOf(p, w)
+	invMax := 0.0
+	evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
+	if evict {
+		for _, n := range ent {
+			k.observeEntries(n)
+		}
+		invMax = k.invMax()
+	}
+	pick, draw, elig := f.pick, f.draw, f.mask
+	for i := range cost {
+		prefill, active, requests, pending, squares := tr.CountersAt(i)
+		o := &ov[i]
+		occ := 0.0
+		if evict {
+			occ = occupancy(ent[i], invMax)
+		}
+		invCap, invBudget := 0.0, 0.0
+		if pressure {
+			invCap = p.cands[i].invCap
+		}
+		if decode {
+			invBudget = p.cands[i].invBudget
+		}
+		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
+		cost[i] = c
+		if !draw || (elig != nil && !elig[i]) {
+			continue
+		}
+		if pick.better(c) {
+			pick.best, pick.ties, pick.cost = i, 1, c
+		} else if c == pick.cost {
+			pick.tie(i)
+		}
+	}
+	f.pick = pick
+}
