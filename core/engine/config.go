@@ -25,6 +25,11 @@ type Config struct {
 	// FixedPrefillModel prices every rank with the prior model instead of its learned one (the
 	// behaviour before learning; for reproducing old results). Default false.
 	FixedPrefillModel bool
+	// CentralPrefillSpeed prices, in the kvselect policy, every rank whose learned speed is
+	// within a factor of two of a reference at that reference, the reference being the prior or,
+	// when the prior is more than 2× off, the partition's median learned speed
+	// (kvselectTerms.price). Default false (opt-in: README, "Learned worker speed").
+	CentralPrefillSpeed bool
 	// WorkerPrefillModels overrides the prior model per worker id (every rank of the worker; a
 	// worker's ranks first registered after the override get it). Optional; see speed.go.
 	WorkerPrefillModels map[uint64]PrefillModel

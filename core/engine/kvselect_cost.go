@@ -86,6 +86,10 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
+// speedDeadband is the factor within which a rank's learned speed is priced as its reference
+// speed (see kvselectTerms.price).
+const speedDeadband = 2
+
 // kvselectTerms holds the per-selection invariants of the kvselect policy; costOf evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
 //
@@ -154,6 +158,46 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 		return min(k.w.missWork, k.pending/max(1, float64(k.ranks)))
 	}
 	return min(k.w.missWork, max(float64(pending), sat))
+}
+
+// price is the speed model a rank whose learned (or prior) model is sp is priced with. The
+// reference speed is the configured prior, or the partition's central learned speed
+// (w.central: the median over ranks with enough samples, load.Tracker.CentralSpeed; set only
+// with Config.CentralPrefillSpeed, opt-in) when that lies outside a factor of speedDeadband of
+// the prior — the prior itself is then wrong. A rank
+// is priced at the reference when learning is off, sp is unknown, or sp lies within a factor
+// of speedDeadband of the reference; at sp otherwise.
+//
+// The band: identical ranks learn speeds that differ by noise, and pricing that noise as
+// speed feeds it back. In simulation a rank whose cache churns learns a per-token cost up to
+// ~30 % above the truth (its booked uncached tokens undercount what it recomputes), and on a
+// batching engine a busier rank batches more and measures faster; sending traffic to the
+// rank that looks faster concentrated load 4× on identical workers (SGLang-style 70B preset,
+// whose true speed is ~2× the prior, so every rank was out of the prior's band and priced at
+// its own estimate), and pricing a churning rank as slow turned an overloaded agentic
+// workload from bad to collapsed. Noise of that size is not acted on; a genuinely different
+// worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
+// priced at its learned speed.
+func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
+	ref := load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	if k.w.fixedSpeed || !(sp.B > 0) {
+		return ref
+	}
+	if k.w.robust {
+		return k.consensusPrice(sp)
+	}
+	if c := k.w.central; c.B > 0 && !withinBand(c.B, ref.B) {
+		ref = c
+	}
+	if withinBand(sp.B, ref.B) {
+		return ref
+	}
+	return sp
+}
+
+// withinBand reports whether per-token costs x and ref lie within a factor of speedDeadband.
+func withinBand(x, ref float64) bool {
+	return x < speedDeadband*ref && float64(x*speedDeadband) > ref
 }
 
 // queueMS is a rank's booked, not yet completed prefill work in its own speed model.

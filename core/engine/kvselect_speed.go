@@ -30,17 +30,13 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // prior and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic
 // workload's tail to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no
 // rank's speed known, every rank is priced at the prior. Without RobustKVSelect (the default
-// for now) the band is 2× around the prior (priorDeadband).
+// for now) kvselectTerms.price applies its own band (kvselect_cost.go).
 
-// speedDeadband is the factor, around the partition's consensus, within which a rank's learned
+// consensusBand is the factor, around the partition's consensus, within which a rank's learned
 // speed is not acted on (see above): above the estimator's steady-state error (within 10 % of
 // the truth after 500 requests, speed_test.go), below the spread that decode load puts between
 // the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
-const speedDeadband = 1.25
-
-// priorDeadband is the default's band, around the prior (RobustKVSelect off): a rank learned
-// within 2× of the prior is priced at the prior.
-const priorDeadband = 2
+const consensusBand = 1.25
 
 // observeRank takes one rank's learned (or prior) model into the partition's consensus and its
 // pending prefills into the partition's saturation (betaAt, kvselect_cost.go).
@@ -54,18 +50,15 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 	}
 }
 
-// price is the speed model a rank whose learned (or prior) model is sp is priced with (see the
-// top of this file).
-func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
+// consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
+// learning on.
+func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
 	w := &k.w
 	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
-	if w.fixedSpeed || !(sp.B > 0) || k.nB == 0 || !(w.modelB > 0) {
+	if k.nB == 0 || !(w.modelB > 0) {
 		return prior
 	}
-	ref, band := k.sumB/float64(k.nB), speedDeadband
-	if !w.robust {
-		ref, band = w.modelB, priorDeadband
-	}
+	ref, band := k.sumB/float64(k.nB), consensusBand
 	if sp.B < band*ref && float64(sp.B*band) > ref {
 		s := ref / w.modelB
 		return load.SpeedModel{A: prior.A * s, B: ref, C: prior.C * s}
