@@ -43,12 +43,10 @@ func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	if self < 0 {
 		fleet, self = []scored{{Candidate: *c}}, 0
 	}
-	pending := 0
 	for i := range fleet {
-		pending += fleet[i].Load.PendingPrefills
 		t.observeEntries(fleet[i].entries)
+		t.observeRank(fleet[i].Load.Speed, fleet[i].Load.PendingPrefills)
 	}
-	t.settle(pending, len(fleet))
 	s := fleet[self]
 	s.Candidate = *c
 	return t.scoredCost(&s)
