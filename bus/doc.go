@@ -2,8 +2,9 @@
 //
 // Replicas of one selector cluster share a NATS bus. Over it they fan out
 // booking lifecycle events (admission, prefill complete, free) and
-// session-affinity bindings, announce themselves with heartbeats, and (later)
-// serve index snapshots to recovering peers. Everything here is best-effort
+// session-affinity bindings, announce themselves with heartbeats and live
+// sets, and serve index snapshots to recovering peers (the bytes only: the
+// snapshot protocol is package recovery's). Everything here is best-effort
 // and unsequenced by contract, exactly core NATS's at-most-once delivery: a
 // dropped event is a temporary load divergence that later events and
 // snapshots repair, never an error surfaced to a selection.
@@ -16,14 +17,15 @@
 //     reconnect buffer (stale events are dropped, not replayed), fast stale
 //     connection detection, and handlers that log through slog and count.
 //   - [Subjects] builds the versioned, cluster-scoped subject names.
-//   - [Lifecycle], [Affinity] and [Heartbeat] are the wire messages, each a
-//     versioned msgpack envelope with a hand-written, forward-tolerant codec
+//   - [Lifecycle], [Affinity], [Heartbeat], [LiveSet] and [ResyncRequest]
+//     are the wire messages, each a versioned msgpack envelope with a hand-written, forward-tolerant codec
 //     ([Encoder], [Decoder]); the exact bytes are pinned by golden files.
 //     A new message type is a MsgType constant, its body type in its own file
 //     and one entry in msgKinds (envelope.go), which names its stream.
 //   - [Transport] is the seam between the replicator and NATS; [NATSTransport]
 //     implements it over a *nats.Conn and [MemNetwork] in memory. Both pass
-//     the same conformance suite.
+//     the same conformance suite. core takes a Transport
+//     (core.WithTransport), never a connection.
 //   - [Members] is a pure membership table (no goroutines, no clock): it
 //     tracks live replicas from heartbeats, expires silent ones and reports
 //     restarts (a new boot id for a known replica id).
@@ -57,8 +59,8 @@
 //
 // # Dependencies
 //
-// This package imports the standard library, nats.go, nkeys, yaml and msgpack
-// only: never nats-server (bus/natsembed runs the embedded server) and never
+// This package imports the standard library, kvwire, nats.go, nkeys, yaml and
+// msgpack only: never nats-server (bus/natsembed runs the embedded server) and never
 // core/ (it speaks its own wire types, and core translates). The test in
 // internal/importgraph enforces both.
 package bus

@@ -122,6 +122,6 @@ type Option func(*Service)
 func WithReplicator(r Replicator) Option { return func(s *Service) { s.repl = r } }
 
 // WithTransport makes New wire the service to its peers over tr (bus.NewNATSTransport for a
-// NATS connection, bus.MemNetwork in tests) as Config.Replication says. The service owns the
+// NATS connection, bus.NewMemNetwork().Connect() in memory) as Config.Replication says. The service owns the
 // replicator (Close closes it) but not tr: close the transport's connection after Close.
 func WithTransport(tr bus.Transport) Option { return func(s *Service) { s.tr = tr } }

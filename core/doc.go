@@ -8,8 +8,10 @@
 // replication (Config.Replication), startup recovery (Config.Recovery) and the sweep.
 // ConfigFromEnv reads Dynamo's DYN_ROUTER_* variables into it and the kvselect binary overlays
 // its flags; Config.Validate refuses a bad setting with an error naming its flag or variable.
-// New validates it and, given a transport (WithTransport over bus.NewNATSTransport, or the
-// in-memory bus.MemNetwork), joins the replicas' bus. Run encodes the startup order — KV-event
+// New validates it and, given a transport (WithTransport over bus.NewNATSTransport, or
+// bus.NewMemNetwork().Connect() in memory), joins the replicas' bus; without one the service is
+// local. core never sees a *nats.Conn: the binary dials NATS (bus.Connect, the embedded server
+// of bus/natsembed) and hands the transport over. Run encodes the startup order — KV-event
 // listeners buffer, the index is recovered from a peer (Recovery.Enabled), the gate opens, this
 // replica serves snapshots, the sweep starts — then serves until ctx ends and shuts down in
 // reverse (Close). After Close, selections fail with ErrNotReady ("selection service is
@@ -52,7 +54,12 @@
 //
 // All methods are safe for concurrent use. The selection engine (package core/engine) is a
 // pure, single-threaded state machine; the Service owns it behind one mutex, held for the
-// duration of one engine call (microseconds). KV-event listeners decode batches on their own
+// duration of one engine call (microseconds). Every method follows one pattern: lock, one
+// engine call, flushLocked, unlock. The engine returns its effects as data in one outbox
+// (engine.Ready: replica lifecycle events, session bindings, router-queue admissions), and
+// flushLocked drains it once per call: it hands events and bindings to the replicator and
+// admissions to their parked callers. Long prompts are hashed before the lock is taken
+// (prehash.go). KV-event listeners decode batches on their own
 // goroutines and take the mutex only to apply them; replication publishes through bounded
 // queues and never blocks a selection; /dump copies one partition at a time under the lock and
 // encodes outside it.
@@ -67,7 +74,9 @@
 //
 // # What is replicated, what is local
 //
-// With replication enabled, replicas share one NATS bus. Replicated (best effort, unsequenced,
+// With replication enabled (New given a transport), replicas share one NATS bus. BusReplicator
+// (replication.go) translates between engine events and bus envelopes; the bus package knows
+// nothing of the engine. Replicated (best effort, unsequenced,
 // fire-and-forget, as in Dynamo): booking admissions, prefill completions and frees (including
 // expiry frees), session-affinity bindings, and AIBrix session bindings (EnableAIBrixSessions).
 // After a reconnect or a peer's (re)start, each replica republishes its own live admissions, so

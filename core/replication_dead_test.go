@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 )
 
 // TestDeadPeerReleasedAndReadmitted: replica b reaches the real nats-server through a TCP
@@ -14,7 +15,7 @@ import (
 // the black hole ends, b is re-admitted and its bookings are mirrored again.
 func TestDeadPeerReleasedAndReadmitted(t *testing.T) {
 	srv := natstest.RunServer(t)
-	proxy := natstest.NewProxy(t, srv.Addr().String())
+	proxy := tcpproxy.New(t, srv.Addr().String())
 	dead := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = 500 * time.Millisecond }
 	a := startReplicaWith(t, srv.ClientURL(), "tcp://a:9092", dead, "tcp://b:9092")
 	b := startReplicaWith(t, proxy.URL(), "tcp://b:9092", dead, "tcp://a:9092")

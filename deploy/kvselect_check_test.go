@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Checks of kvselect containers (image repository "kvselect"): their arguments against the real
@@ -207,7 +208,7 @@ func (c *checker) checkKVContainer(v *variant, p *kvPod) {
 				c.policies = append(c.policies, pol)
 			}
 		case "aibrix-auth-token-file", "auth-token-file":
-			if _, err := aibrix.ParseTokens([]byte(content)); err != nil {
+			if _, err := authtoken.Parse([]byte(content)); err != nil {
 				c.add(fmt.Errorf("%s: --%s: %w: %w", where, name, ErrPolicy, err))
 			}
 		case "workers-file":

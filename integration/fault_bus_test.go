@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kvselect/kvselect/bus"
-	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 )
 
 // Bus fault scenarios (issue 15 item 6, the bus part), run with real processes: kvselect
@@ -234,7 +234,7 @@ func faultReplicaKilled(t *testing.T, restart bool) {
 // interval; when the black hole ends, b is re-admitted and both converge.
 func faultPartition(t *testing.T, sz busFaultSizes) {
 	ns := startNATS(t, 0)
-	proxy := natstest.NewProxy(t, "127.0.0.1:"+strconv.Itoa(ns.port))
+	proxy := tcpproxy.New(t, "127.0.0.1:"+strconv.Itoa(ns.port))
 	a, b := pairOverNATS(t, ns.url(), proxy.URL())
 	bookN(t, b, "b", 3)
 	waitSameLoads(t, 3, a, b)

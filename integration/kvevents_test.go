@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 )
 
 // The acceptance test of KV-event ingestion (issue 3): real pyzmq vLLM publishers feed a real
@@ -62,7 +64,7 @@ func TestKVEventsEndToEnd(t *testing.T) {
 	h := newKVHarness(t)
 	pub1 := startKVPub(t, py, "--pub", "tcp://127.0.0.1:0", "--replay", "tcp://127.0.0.1:0")
 	pub2 := startKVPub(t, py, "--pub", "tcp://127.0.0.1:0", "--replay", "tcp://127.0.0.1:0")
-	proxy := newTCPProxy(t, hostPort(pub1.pubEP))
+	proxy := tcpproxy.New(t, hostPort(pub1.pubEP))
 
 	registerKV(t, h, 1, kvModel, proxy.Endpoint(), pub1.replayEP)
 	registerKV(t, h, 2, kvModel, pub2.pubEP, pub2.replayEP)

@@ -24,7 +24,7 @@
 //
 // # Layering
 //
-// This package imports bus (transport only) and never core: it speaks its own wire types
+// This package imports bus (transport only) and kvwire (tiers), never core: it speaks its own wire types
 // ([RouterEvent], [Partition]) and core translates them into engine events.
 //
 // # Concurrency

@@ -8,6 +8,7 @@ import (
 	"github.com/kvselect/kvselect/http/aibrix"
 	"github.com/kvselect/kvselect/http/aibrix/aibrixcheck"
 	"github.com/kvselect/kvselect/http/aibrix/aibrixcore"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 func init() {
@@ -37,7 +38,7 @@ func aibrixHandler(o *options, svc *core.Service, log *slog.Logger) (http.Handle
 		}
 	}
 	if o.aibrixTokenFile != "" {
-		toks, err := aibrix.LoadTokens(o.aibrixTokenFile)
+		toks, err := authtoken.Load(o.aibrixTokenFile)
 		if err != nil {
 			return nil, err
 		}

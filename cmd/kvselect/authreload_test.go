@@ -10,7 +10,7 @@ import (
 
 // The --auth-token-file rotation end to end: the real binary, its real file watcher, tokens
 // replaced on disk the ways operators and Kubernetes do it. A file that fails to load (see
-// aibrix.ParseTokens: empty, only comments, a line outside the RFC 6750 token alphabet, a token
+// authtoken.Parse: empty, only comments, a line outside the RFC 6750 token alphabet, a token
 // over MaxTokenBytes, or no file at all) keeps the previous tokens, all of them: a broken file's
 // valid lines are not taken either.
 

@@ -29,6 +29,9 @@ func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	// The partition-wide terms come from the selection's ranks (ctx.fleet), as in the built-in
 	// cost; a context built outside a selection has none, and then c is priced alone.
 	n := normalized{isl: ctx.ISL}
+	if w.centralSpeed && !w.fixedSpeed {
+		w.central = ctx.central
+	}
 	t := newKVSelectTerms(&n, ctx.BlockSize, w)
 	fleet := ctx.fleet
 	self := -1
@@ -40,12 +43,10 @@ func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	if self < 0 {
 		fleet, self = []scored{{Candidate: *c}}, 0
 	}
-	pending := 0
 	for i := range fleet {
-		pending += fleet[i].Load.PendingPrefills
 		t.observeEntries(fleet[i].entries)
+		t.observeRank(fleet[i].Load.Speed, fleet[i].Load.PendingPrefills)
 	}
-	t.settle(pending, len(fleet))
 	s := fleet[self]
 	s.Candidate = *c
 	return t.scoredCost(&s)

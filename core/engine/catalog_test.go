@@ -1,11 +1,11 @@
 package engine
 
-// Catalog tests: UpsertWorker, PatchWorker, DeleteWorker, Workers, and the rank-by-rank
-// reconciliation rules of the seed's "Worker Restarts" section (spec §3.2–§3.5).
+// Catalog tests: UpsertWorker's refusals, record shape and reasons, and PatchWorker. The
+// rank-by-rank reconciliation rules of the seed's "Worker Restarts" section, partition moves
+// and reshapes, DELETE and the listing order are testdata/catalog.txt (spec §3.2–§3.5).
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -203,146 +203,6 @@ func TestUpsertWorkerReasons(t *testing.T) {
 	}
 }
 
-// TestUpsertWorkerAloneMayReshapePartition: a worker alone in its partition may change the
-// partition's block size (there is nobody to disagree with).
-func TestUpsertWorkerAloneMayReshapePartition(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(8)) }))
-	resp, err := e.Select(selReq("", toks(0, 16)), t0)
-	noErr(t, err)
-	if resp.BlockSize != 8 {
-		t.Fatalf("block size %d after reshaping, want 8", resp.BlockSize)
-	}
-	// A second worker must now agree with the new size.
-	rec, _ := e.UpsertWorker(spec(2))
-	if rec.Lifecycle != LifecycleIncomplete || !strings.Contains(rec.NotSchedulableReasons[0], "existing=8 requested=4") {
-		t.Fatalf("second worker: %s %q", rec.Lifecycle, rec.NotSchedulableReasons)
-	}
-}
-
-// TestRankReconciliation checks the "Worker Restarts" rules rank by rank: unchanged endpoints
-// keep indexed blocks and bookings; a changed endpoint drops that rank's blocks but keeps its
-// bookings; a rank leaving the DP range loses both.
-func TestRankReconciliation(t *testing.T) {
-	e := newEngine(t, nil)
-	base := spec(1, dp(0, 2))
-	mustUpsert(t, e, base)
-	r0, r1 := kvwire.Owner{Worker: 1, Rank: 0}, kvwire.Owner{Worker: 1, Rank: 1}
-	prompt := toks(0, 16)
-	store(t, e, r0, prompt)
-	store(t, e, r1, prompt[:8])
-	for i, o := range []kvwire.Owner{r0, r1} {
-		_, err := e.Reserve(&ReservationRequest{SelectionID: ptr(fmt.Sprint("b", i)), WorkerID: ptr(o.Worker), DPRank: ptr(o.Rank), Prompt: tokenPrompt(prompt)}, t0)
-		noErr(t, err)
-	}
-	overlap := func() (uint64, uint64) {
-		t.Helper()
-		res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
-		noErr(t, err)
-		var d0, d1 uint64
-		for _, w := range res.Workers {
-			switch (kvwire.Owner{Worker: w.WorkerID, Rank: w.DPRank}) {
-			case r0:
-				d0 = w.DeviceBlocks
-			case r1:
-				d1 = w.DeviceBlocks
-			}
-		}
-		return d0, d1
-	}
-	if d0, d1 := overlap(); d0 != 4 || d1 != 2 {
-		t.Fatalf("initial overlap %d/%d, want 4/2", d0, d1)
-	}
-
-	// Capacity update, endpoints unchanged: everything survives. This is the rule that lets an
-	// operator re-POST a complete record (e.g. new total_kv_blocks) without draining the view.
-	upd := base
-	upd.TotalKVBlocks = ptr(uint64(1000))
-	mustUpsert(t, e, upd)
-	if d0, d1 := overlap(); d0 != 4 || d1 != 2 {
-		t.Fatalf("after unchanged upsert overlap %d/%d, want 4/2", d0, d1)
-	}
-	for _, o := range []kvwire.Owner{r0, r1} {
-		if l := loadOf(e, defKey, o); l.ActiveRequests != 1 {
-			t.Fatalf("after unchanged upsert %v has %d requests, want 1", o, l.ActiveRequests)
-		}
-	}
-
-	// Rank 1's endpoint changes: its blocks go, rank 0's stay; both bookings stay.
-	moved := spec(1, dp(0, 2))
-	moved.KVEventsEndpoints["1"] = "tcp://w1-new:7001"
-	mustUpsert(t, e, moved)
-	if d0, d1 := overlap(); d0 != 4 || d1 != 0 {
-		t.Fatalf("after endpoint change overlap %d/%d, want 4/0", d0, d1)
-	}
-	if l := loadOf(e, defKey, r1); l.ActiveRequests != 1 {
-		t.Fatalf("booking on re-pointed rank lost: %+v", l)
-	}
-
-	// A replay endpoint change re-points every rank of a single-rank worker.
-	single := spec(2, func(s *WorkerSpec) { s.ReplayEndpoint = ptr("tcp://w2:5558") })
-	mustUpsert(t, e, single)
-	store(t, e, kvwire.Owner{Worker: 2}, prompt)
-	single.ReplayEndpoint = ptr("tcp://w2:5559")
-	mustUpsert(t, e, single)
-	res, _ := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(prompt)})
-	for _, w := range res.Workers {
-		if w.WorkerID == 2 && w.DeviceBlocks != 0 {
-			t.Fatalf("replay endpoint change kept %d blocks", w.DeviceBlocks)
-		}
-	}
-
-	// Shrinking to one rank drops rank 1 with its booking and reservation row: the row must go
-	// with the booking (a later lifecycle call is a 404, not a call into a vanished tracker).
-	mustUpsert(t, e, spec(1, dp(0, 1)))
-	if l := loadOf(e, defKey, r1); l.ActiveRequests != 0 {
-		t.Fatalf("rank 1 still loaded after leaving the DP range: %+v", l)
-	}
-	wantErr(t, e.Free("b1"), ErrNotFound, "reservation b1 not found")
-	noErr(t, e.Free("b0"))
-}
-
-// TestUpsertMovesPartition: changing model_name moves the worker, drops its blocks and
-// bookings, and leaves the old partition not ready.
-func TestUpsertMovesPartition(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
-	_, err := e.SelectAndReserve(selReq("r", toks(0, 8)), t0)
-	noErr(t, err)
-
-	mustUpsert(t, e, spec(1, inModel("m2", DefaultName)))
-	_, err = e.Select(selReq("", toks(0, 8)), t0)
-	wantErr(t, err, ErrNotReady, "no schedulable workers for model=default routing_group=default")
-	wantErr(t, e.PrefillComplete("r"), ErrNotFound)
-	// The emptied partition stays listed (spec §2.8), with no ranks.
-	loads := e.Loads("", "")
-	if len(loads) != 2 || loads[0].ModelName != DefaultName || len(loads[0].Loads) != 0 ||
-		loads[1].ModelName != "m2" || loads[1].Loads[0].ActiveRequests != 0 {
-		t.Fatalf("loads after move: %+v", loads)
-	}
-	res, err := e.OverlapScores(&PromptQuery{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))})
-	noErr(t, err)
-	if res.Workers[0].DeviceBlocks != 0 {
-		t.Fatalf("moved worker kept its old partition's blocks: %+v", res.Workers)
-	}
-
-	// Becoming incomplete empties the catalog of schedulable workers, so the 503 message switches
-	// to the catalog-wide form; the emptied partitions stay listed with no ranks.
-	rec, _ := e.UpsertWorker(spec(1, inModel("m2", DefaultName), func(s *WorkerSpec) { s.Endpoint = nil }))
-	if rec.Lifecycle != LifecycleIncomplete {
-		t.Fatalf("lifecycle %s", rec.Lifecycle)
-	}
-	_, err = e.Select(&SelectRequest{ModelName: ptr("m2"), Prompt: tokenPrompt(toks(0, 8))}, t0)
-	wantErr(t, err, ErrNotReady, "no schedulable workers are available")
-	for _, pl := range e.Loads("", "") {
-		if len(pl.Loads) != 0 {
-			t.Fatalf("emptied partition still lists ranks: %+v", pl)
-		}
-	}
-}
-
 // TestPatchWorker covers PATCH: 404, 422, supplied fields only, wholesale map replacement,
 // model_name not patchable, and a patch that completes an incomplete worker.
 func TestPatchWorker(t *testing.T) {
@@ -394,76 +254,11 @@ func TestPatchWorker(t *testing.T) {
 	}
 }
 
-// TestDeleteWorker: DELETE returns the final record as unschedulable, drops bookings, and a
-// second delete is a 404.
-func TestDeleteWorker(t *testing.T) {
+// TestWorkersListingEmpty: an empty listing is an empty slice (JSON []), not nil. Sorting and
+// filters are testdata/catalog.txt.
+func TestWorkersListingEmpty(t *testing.T) {
 	e := newEngine(t, nil)
-	_, err := e.DeleteWorker(1)
-	wantErr(t, err, ErrNotFound, "worker 1 not found")
-
 	mustUpsert(t, e, spec(1))
-	mustUpsert(t, e, spec(2))
-	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
-	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(toks(0, 8))}, t0)
-	noErr(t, err)
-
-	rec, err := e.DeleteWorker(1)
-	noErr(t, err)
-	if rec.Lifecycle != LifecycleUnschedulable || rec.WorkerID != 1 {
-		t.Fatalf("final record %+v", rec)
-	}
-	if _, ok := e.Worker(1); ok {
-		t.Fatalf("deleted worker still in the catalog")
-	}
-	wantErr(t, e.Free("x"), ErrNotFound)
-	_, err = e.DeleteWorker(1)
-	wantErr(t, err, ErrNotFound)
-	// Re-registering starts from an empty view of the rank.
-	mustUpsert(t, e, spec(1))
-	res, err := e.OverlapScores(&PromptQuery{Prompt: tokenPrompt(toks(0, 8))})
-	noErr(t, err)
-	for _, w := range res.Workers {
-		if w.DeviceBlocks != 0 {
-			t.Fatalf("re-registered worker inherited blocks: %+v", w)
-		}
-	}
-	if e.EventSources(1) == nil || e.EventSources(99) != nil {
-		t.Fatalf("EventSources: known worker has none or unknown worker has some")
-	}
-}
-
-// TestWorkersListing checks sorting by (model, group, id) and independent filters.
-func TestWorkersListing(t *testing.T) {
-	e := newEngine(t, nil)
-	regs := []struct {
-		id           uint64
-		model, group string
-	}{{5, "b", "x"}, {3, "a", "y"}, {9, "a", "x"}, {1, "b", "x"}, {2, "a", "x"}}
-	for _, r := range regs {
-		_, err := e.UpsertWorker(spec(r.id, inModel(r.model, r.group)))
-		noErr(t, err)
-	}
-	ids := func(recs []WorkerRecord) string {
-		var s []string
-		for _, r := range recs {
-			s = append(s, fmt.Sprintf("%s/%s/%d", r.ModelName, r.RoutingGroup, r.WorkerID))
-		}
-		return strings.Join(s, " ")
-	}
-	// Filters are independent; the order is (model_name, routing_group, worker_id) regardless of
-	// registration order.
-	tests := []struct{ model, group, want string }{
-		{"", "", "a/x/2 a/x/9 a/y/3 b/x/1 b/x/5"},
-		{"a", "", "a/x/2 a/x/9 a/y/3"},
-		{"", "x", "a/x/2 a/x/9 b/x/1 b/x/5"},
-		{"b", "y", ""},
-		{"zzz", "", ""},
-	}
-	for _, tc := range tests {
-		if got := ids(e.Workers(tc.model, tc.group)); got != tc.want {
-			t.Errorf("Workers(%q,%q) = %q, want %q", tc.model, tc.group, got, tc.want)
-		}
-	}
 	if e.Workers("zzz", "") == nil {
 		t.Errorf("empty listing is nil, want an empty slice (JSON [])")
 	}
@@ -477,41 +272,12 @@ func TestEventSources(t *testing.T) {
 	if len(src) != 2 || src[0].Owner != (kvwire.Owner{Worker: 1, Rank: 2}) || src[1].Endpoint != "tcp://w1:6003" || src[0].BlockSize != 4 {
 		t.Fatalf("sources %+v", src)
 	}
+	if e.EventSources(99) != nil {
+		t.Fatalf("an unknown worker lists sources")
+	}
 	a := newEngine(t, approxConfig())
 	mustUpsert(t, a, spec(1))
 	if s := a.EventSources(1); s != nil {
 		t.Fatalf("approximate mode lists sources %+v", s)
-	}
-}
-
-// TestEmptyPartitionReshapes: an emptied partition persists and the next worker may register
-// with another block size; the old blocks are dropped with the old shape.
-func TestEmptyPartitionReshapes(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	store(t, e, kvwire.Owner{Worker: 1}, toks(0, 8))
-	if _, err := e.DeleteWorker(1); err != nil {
-		t.Fatal(err)
-	}
-	rec := mustUpsert(t, e, spec(2, func(s *WorkerSpec) { s.BlockSize = ptr(uint32(8)) }))
-	if *rec.BlockSize != 8 {
-		t.Fatalf("block size %d", *rec.BlockSize)
-	}
-	if st := e.PartitionStats(); len(st) != 1 || st[0].BlockSize != 8 || st[0].IndexEntries != 0 {
-		t.Fatalf("partition after reshape: %+v", st)
-	}
-}
-
-// TestDataParallelSizeCap: an absurd DP size leaves the worker incomplete instead of creating
-// millions of candidates.
-func TestDataParallelSizeCap(t *testing.T) {
-	e := newEngine(t, nil)
-	rec, err := e.UpsertWorker(spec(1, func(s *WorkerSpec) { s.DataParallelSize = ptr(uint32(MaxDataParallelSize + 1)) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.Lifecycle != LifecycleIncomplete || len(rec.NotSchedulableReasons) == 0 ||
-		rec.NotSchedulableReasons[0] != "data_parallel_size must not exceed 1024" {
-		t.Fatalf("record: %s %q", rec.Lifecycle, rec.NotSchedulableReasons)
 	}
 }

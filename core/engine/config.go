@@ -25,13 +25,19 @@ type Config struct {
 	// FixedPrefillModel prices every rank with the prior model instead of its learned one (the
 	// behaviour before learning; for reproducing old results). Default false.
 	FixedPrefillModel bool
+	// CentralPrefillSpeed prices, in the kvselect policy, every rank whose learned speed is
+	// within a factor of two of a reference at that reference, the reference being the prior or,
+	// when the prior is more than 2× off, the partition's median learned speed
+	// (kvselectTerms.price). Default false (opt-in: README, "Learned worker speed").
+	CentralPrefillSpeed bool
 	// WorkerPrefillModels overrides the prior model per worker id (every rank of the worker; a
 	// worker's ranks first registered after the override get it). Optional; see speed.go.
 	WorkerPrefillModels map[uint64]PrefillModel
 	// MissWorkWeight and EvictionWeight price what a rank's uncached prefill costs others, in
 	// the kvselect policy (kvselect_cost.go): the prefill is charged (1 + β + ε·occupancy)
-	// times, β the mean number of pending prefills per rank (the requests its work will delay)
-	// capped at MissWorkWeight (default 1), and ε = EvictionWeight (default 1) the share of the
+	// times, β the mean number of pending prefills per rank (the requests its work will delay;
+	// per rank with RobustKVSelect, kvselectTerms.betaAt) capped at MissWorkWeight (default 1),
+	// and ε = EvictionWeight (default 1) the share of the
 	// blocks it stores that evict others' (occupancy: kvselect_eviction.go). 0 turns either
 	// off.
 	MissWorkWeight float64
@@ -42,8 +48,8 @@ type Config struct {
 	// makes such a request wait or preempts a running one, which recomputes its context; the
 	// overflow is charged as that many blocks of prefill, times this weight
 	// (kvselect_pressure.go). Ranks that did not register total_kv_blocks are never charged.
-	// Default 0 (off); 1 is the principled value, used with DecodeContextWeight 1e-3 (README,
-	// "Pinned-KV pressure and decode load").
+	// Default 0 (off); 1 is the principled value (overflow priced as recompute), used by the
+	// opt-in robust setting (RobustKVSelect; README, "Robustness matrix").
 	KVPressureWeight float64
 	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
 	// to every step of its rank (its KV read by decode attention), per context token, over the
@@ -54,6 +60,11 @@ type Config struct {
 	// (off); 1e-3 with KVPressureWeight 1 is the evaluated setting (README, "Pinned-KV pressure
 	// and decode load").
 	DecodeContextWeight float64
+	// RobustKVSelect turns on, in the kvselect policy, two changes measured in README
+	// ("Robustness matrix") but not yet in the default: each rank's learned speed is priced
+	// against the partition's consensus (kvselect_speed.go) instead of within 2× of the prior,
+	// and β is per rank (kvselectTerms.betaAt) instead of the partition mean. Default false.
+	RobustKVSelect bool
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
 	// 1/(1 + queue_ms/AffinityQueueMS) (2000 ms). Default 0: the miss and eviction charges

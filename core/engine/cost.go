@@ -97,8 +97,9 @@ type QueueRejection struct {
 }
 
 // admit applies the busy check of the router queue (spec §5.6): when every eligible rank is busy
-// the request is rejected with ErrOverloaded. The engine never waits; core's router queue parks
-// such a request and retries it when load drops (core/queue_wait.go).
+// the request is rejected with ErrOverloaded. Under the router queue (SelectQueued,
+// rqueue_admit.go) such a request parks instead and is dispatched when load drops; the engine
+// never waits, its owner does (core/queue_wait.go).
 func (e *Engine) admit(cs []scored, rule BusyRule) error {
 	var pc poolCount
 	for i := range cs {

@@ -9,14 +9,12 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/kvselect/kvselect/kvwire"
+	"github.com/cockroachdb/datadriven"
 )
 
 // detRuns is how many times each script is replayed against the first transcript.
@@ -46,7 +44,7 @@ func TestDeterministicRandomScripts(t *testing.T) {
 		seeds = 10
 	}
 	for seed := range seeds {
-		cmds := randomScript(uint64(seed))
+		cmds := randomScript(t, uint64(seed))
 		if !checkDeterministic(t, cmds) {
 			t.Fatalf("seed %d: transcripts differ (script of %d commands)", seed, len(cmds))
 		}
@@ -58,11 +56,11 @@ func TestDeterministicRandomScripts(t *testing.T) {
 // worker's cost and therefore the pick.
 func TestDeterministicTaintTie(t *testing.T) {
 	var cmds []scriptCmd
-	add := func(line string) { cmds = append(cmds, parseCmd(line, len(cmds)+1)) }
-	add("register_ext id=1 taints=a,b,c")
-	add("register_ext id=2 taints=a,c")
+	add := func(line string) { cmds = append(cmds, parseCmd(t, line)) }
+	add("register id=1 taints=a,b,c")
+	add("register id=2 taints=a,c")
 	for i := range 30 {
-		add(fmt.Sprintf("book id=t%d tokens=0..8 prefer=a:1e20,b:1,c:-1e20", i))
+		add(fmt.Sprintf("select_and_reserve id=t%d tokens=0..8 prefer=a:1e20,b:1,c:-1e20", i))
 	}
 	if !checkDeterministic(t, cmds) {
 		t.Fatalf("transcripts differ")
@@ -71,19 +69,11 @@ func TestDeterministicTaintTie(t *testing.T) {
 
 // readScriptCmds parses a testdata script's commands, ignoring its expected outputs.
 func readScriptCmds(t *testing.T, path string) []scriptCmd {
-	raw, err := os.ReadFile(path)
-	noErr(t, err)
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	var cmds []scriptCmd
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cmds = append(cmds, parseCmd(line, i+1))
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-		}
-	}
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		cmds = append(cmds, cmdOf(t, d))
+		return d.Expected
+	})
 	return cmds
 }
 
@@ -112,121 +102,29 @@ func checkDeterministic(t *testing.T, cmds []scriptCmd) bool {
 // transcript runs cmds on a fresh engine and returns each command with its output, followed by
 // every effect the command produced.
 func transcript(t *testing.T, cmds []scriptCmd) []string {
-	s := &scriptState{t: t}
-	s.reset(nil)
+	s := newScriptState(t)
 	var out []string
-	var fx []ReplicaEvent
 	for _, c := range cmds {
-		got, ok := s.runExt(c)
-		if !ok {
-			got = s.run(c)
-		}
-		out = append(out, fmt.Sprintf("%d %s -> %s", c.line, c.name, got))
-		fx = s.e.TakeEffects(fx[:0])
+		got := s.run(c)
+		out = append(out, fmt.Sprintf("%s %s -> %s", c.pos, c.name, got))
+		fx, aff := takeOutbox(s.e)
 		for _, ev := range fx {
 			out = append(out, "  fx "+effectLine(&ev))
+		}
+		for _, ev := range aff {
+			out = append(out, "  fx "+affinityLine(&ev))
 		}
 	}
 	return out
 }
 
-// effectLine prints every field of a replica event.
-func effectLine(ev *ReplicaEvent) string {
-	s := fmt.Sprintf("%s/%s bs=%d %s %s %d/%d sender=%q", ev.Partition.Model, ev.Partition.Group, ev.BlockSize,
-		kindName(ev.Kind), ev.RequestID, ev.Owner.Worker, ev.Owner.Rank, ev.Sender)
-	if a := ev.Add; a != nil {
-		s += fmt.Sprintf(" seq=%v track=%t prefill=%d isl=%d lora=%q republish=%t", a.TokenSequence, a.TrackPrefill,
-			a.PrefillTokens, a.ISL, a.LoraName, a.Republish)
-		if a.ExpectedOutputTokens != nil {
-			s += fmt.Sprintf(" out=%d", *a.ExpectedOutputTokens)
-		}
-	}
-	return s
-}
-
-// runExt runs the commands only the determinism scripts use; ok is false for any other command.
-//
-//	register_ext id=N [model=M] [dp=START:SIZE] [taints=a,b]
-//	book id=S tokens=RANGE [model=M] [prefer=t:w,...]      select_and_reserve in model M
-//	peer_add sender=P id=S worker=N [rank=R] [model=M] tokens=RANGE
-//	drop_peer_except sender=P [model=M] [keep=a,b]
-//	drop_peer sender=P
-func (s *scriptState) runExt(c scriptCmd) (string, bool) {
-	e := s.e
-	model := c.args["model"]
-	if model == "" {
-		model = DefaultName
-	}
-	key := PartitionKey{Model: model, Group: DefaultName}
-	switch c.name {
-	case "register_ext":
-		id := s.num(c, "id", 0)
-		ws := spec(id, func(w *WorkerSpec) { w.ModelName = ptr(model) })
-		if v, ok := c.args["dp"]; ok {
-			a, b, _ := strings.Cut(v, ":")
-			start, _ := strconv.Atoi(a)
-			size, _ := strconv.Atoi(b)
-			dp(uint32(start), uint32(size))(&ws)
-		}
-		if v := c.args["taints"]; v != "" {
-			ws.Taints = strings.Split(v, ",")
-		}
-		rec, err := e.UpsertWorker(ws)
-		if err != nil {
-			return errLine(err), true
-		}
-		return fmt.Sprintf("worker %d %s", id, rec.Lifecycle), true
-	case "book":
-		req := &SelectRequest{ModelName: ptr(model), Prompt: tokenPrompt(s.tokens(c, "tokens")), SelectionID: ptr(c.args["id"])}
-		if v := c.args["prefer"]; v != "" {
-			pref := map[string]float32{}
-			for _, kv := range strings.Split(v, ",") {
-				k, w, _ := strings.Cut(kv, ":")
-				f, err := strconv.ParseFloat(w, 32)
-				noErr(s.t, err)
-				pref[k] = float32(f)
-			}
-			req.RoutingConstraints = &RoutingConstraints{PreferredTaints: pref}
-		}
-		resp, err := e.SelectAndReserve(req, s.now)
-		if err != nil {
-			return errLine(err), true
-		}
-		return fmt.Sprintf("worker=%d dp_rank=%d effective_prefill=%d potential_decode=%d gpu=%d",
-			resp.WorkerID, resp.DPRank, resp.EffectivePrefillTokens, resp.PotentialDecodeBlocks, resp.Overlap.GPU), true
-	case "peer_add":
-		seq := make([]uint64, 0, 4)
-		for i, tok := range s.tokens(c, "tokens") {
-			if i%4 == 3 {
-				seq = append(seq, uint64(tok))
-			}
-		}
-		ev := &ReplicaEvent{Partition: key, BlockSize: 4, RequestID: c.args["id"], Sender: c.args["sender"],
-			Owner: kvwire.Owner{Worker: s.num(c, "worker", 0), Rank: uint32(s.num(c, "rank", 0))}, Kind: LifecycleAdd,
-			Add: &ReplicaAdd{TokenSequence: seq, TrackPrefill: true, PrefillTokens: uint64(4 * len(seq)), ISL: uint64(4 * len(seq))}}
-		return fmt.Sprintf("applied %t", e.ApplyReplica(ev, s.now)), true
-	case "drop_peer_except":
-		keep := map[string]struct{}{}
-		if v := c.args["keep"]; v != "" {
-			for _, id := range strings.Split(v, ",") {
-				keep[id] = struct{}{}
-			}
-		}
-		ids := e.DropPeerExcept(c.args["sender"], key, keep, nil)
-		return fmt.Sprintf("dropped %v", ids), true
-	case "drop_peer":
-		return fmt.Sprintf("dropped %d", e.DropPeer(c.args["sender"])), true
-	}
-	return "", false
-}
-
 // randomScript generates a script from seed: four partitions of workers with taints and DP
 // ranks, then a mix of local bookings (some with preferred taints), peer bookings, lifecycle
 // calls, clock ticks, sweeps and peer drops. Every ninth command prints the loads.
-func randomScript(seed uint64) []scriptCmd {
+func randomScript(t testing.TB, seed uint64) []scriptCmd {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var cmds []scriptCmd
-	add := func(format string, a ...any) { cmds = append(cmds, parseCmd(fmt.Sprintf(format, a...), len(cmds)+1)) }
+	add := func(format string, a ...any) { cmds = append(cmds, parseCmd(t, fmt.Sprintf(format, a...))) }
 	add("new expiry=%dms", 800+rng.IntN(2000))
 	const models, workers = 4, 16
 	taints := []string{"a", "b", "c"}
@@ -237,7 +135,7 @@ func randomScript(seed uint64) []scriptCmd {
 				ts = append(ts, tn)
 			}
 		}
-		add("register_ext id=%d model=m%d dp=0:%d taints=%s", id, id%models, 1+rng.IntN(3), strings.Join(ts, ","))
+		add("register id=%d model=m%d dp=0:%d taints=%s", id, id%models, 1+rng.IntN(3), strings.Join(ts, ","))
 	}
 	var local, peer []string
 	pick := func(ids []string) string {
@@ -260,7 +158,7 @@ func randomScript(seed uint64) []scriptCmd {
 			if rng.IntN(3) == 0 {
 				prefer = " prefer=a:1e20,b:1,c:-1e20"
 			}
-			add("book id=%s model=m%d tokens=%s%s", id, m, tokens(), prefer)
+			add("select_and_reserve id=%s model=m%d tokens=%s%s", id, m, tokens(), prefer)
 		case r < 45:
 			w := 1 + rng.IntN(workers)
 			id := fmt.Sprintf("p%d", n)

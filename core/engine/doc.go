@@ -1,7 +1,8 @@
 // Package engine is kvselect's selection engine: the worker catalog and its partitions, the
 // radix prefix index fed by worker KV events (package radix), active-load accounting (package
-// load), reservations and the pending-selection cache, session affinity, the cost functions and
-// the picker.
+// load), reservations and the pending-selection cache, session affinity, the router queue
+// (rqueue*.go: who parks, in what order, policy-class budgets and admission), the cost functions
+// and the picker.
 //
 // # Purity
 //
@@ -10,8 +11,10 @@
 // `now` argument of every operation that can age state, and randomness comes from the
 // *rand.Rand in Options. Effects for the outside world are returned as data in one outbox
 // (Ready: replica lifecycle events, session bindings, router-queue admissions), drained by the
-// owner once after each call with TakeReady and acted on by it. A seeded engine fed the same calls makes the same decisions,
-// which is what the scripted tests (testdata/*.txt) and the trace simulator rely on.
+// owner once after each call with TakeReady and acted on by it (core.Service's flushLocked).
+// Every map iteration whose order reaches an output is sorted, so a seeded engine fed the same
+// calls makes the same decisions and effects, which is what the scripted tests (testdata/*.txt,
+// TestDeterministicScripts) and the trace simulator rely on.
 //
 // # Concurrency
 //

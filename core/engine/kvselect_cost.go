@@ -9,34 +9,46 @@ import (
 // in milliseconds of work, with each rank's own prefill speed (speed.go), and charges a cache
 // miss for what it costs the rest of the fleet, not only the request itself:
 //
-//	prefill_ms(t) = A·t² + B·t + C           (the rank's model, t uncached tokens; speed.go)
+//	prefill_ms(t) = A·t² + B·t + C           (the rank's priced model, t uncached tokens: its
+//	                learned model, or the prior when within 2× of it — with RobustKVSelect the
+//	                prior scaled to the partition's consensus when within 1.25× of that;
+//	                kvselect_speed.go)
 //	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
 //	own           = prefill_ms(isl − cached)
-//	β             = min(miss_work_weight, pending prefills per rank over the partition)
+//	β             = min(miss_work_weight, pending prefills per rank over the partition); with
+//	                RobustKVSelect min(miss_work_weight, max(the rank's pending prefills,
+//	                    mean over ranks of min(miss_work_weight, their pending)))   (betaAt)
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
-//	                  kvselect_pressure.go)
-//	                + decode (running contexts read every step it waits; kvselect_decode.go)
+//	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
+//	                + decode (running contexts read every step it waits; default off;
+//	                  kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
 //
-// queue_ms + own is the request's own time to first token on the rank. The other two charges are
-// its externalities, the reason a TTFT-greedy router collapses under load:
+// queue_ms + own is the request's own time to first token on the rank. The other charges are its
+// externalities, the reason a TTFT-greedy router collapses under load:
 //
-//   - Work delays others. A prefill's uncached work holds up every request that queues behind
-//     it before the rank drains; with β pending prefills per rank that is about β requests, so
-//     the work counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's own TTFT;
-//     loaded ones value reuse more, which is what keeps an overloaded fleet from trading hits
-//     for balance until its caches thrash. The cap (1) keeps a hot prefix movable: a rank whose
-//     queue exceeds another's by more than (1 + β) times the prefix's prefill sends it there,
-//     and once computed there (booked, then indexed) both ranks serve it.
+//   - Work delays others. A prefill's uncached work holds up the prefills sharing its rank's
+//     steps and, on a saturated fleet, the requests that arrive while it runs; β counts them
+//     (betaAt: by default the partition's mean, per rank with RobustKVSelect), so the work
+//     counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's
+//     own TTFT; loaded ones value reuse more, which is what keeps an overloaded fleet from
+//     trading hits for balance until its caches thrash. Per rank, an idle rank of a fleet that
+//     is not saturated delays nobody, so a prefix too hot for its rank is replicated there at
+//     its own prefill's price; the cap (1) keeps a hot prefix movable on a saturated fleet too: a rank
+//     whose queue exceeds another's by more than (1 + β) times the prefix's prefill sends it
+//     there, and once computed there (booked, then indexed) both ranks serve it.
 //   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
 //     (kvselect_eviction.go), work someone recomputes when that prefix returns; occupancy is
 //     the chance that happens. New sessions go where they displace least, conversations stay
 //     where their cache is unless their rank is far more loaded.
+//   - Pinned blocks preempt. A vLLM- or SGLang-style worker pins the blocks of its running
+//     requests; a placement beyond its registered capacity waits or preempts a running
+//     request, whose context is recomputed (kvselect_pressure.go). Zero on any rank with room.
 //
 // The affinity pull (default 0) is the earlier model of locality's future value; at its old
 // default of 30 it piled hot shared prefixes onto one rank and collapsed overloaded agentic
@@ -46,12 +58,10 @@ import (
 // kvselectCosts computes the kvselect policy's cost for every candidate in place.
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
-	pending := 0
 	for i := range cs {
-		pending += cs[i].Load.PendingPrefills
 		k.observeEntries(cs[i].entries)
+		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
 	}
-	k.settle(pending, len(cs))
 	for i := range cs {
 		s := &cs[i]
 		s.cost = k.scoredCost(s)
@@ -76,24 +86,31 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
-// speedDeadband is the factor within which a rank's learned speed is priced as the prior (see
-// kvselectTerms.price).
+// speedDeadband is the factor within which a rank's learned speed is priced as its reference
+// speed (see kvselectTerms.price).
 const speedDeadband = 2
 
 // kvselectTerms holds the per-selection invariants of the kvselect policy; costOf evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
 //
-// Invariant: settle is called, with the partition's total pending prefills and rank count, and
-// observeEntries for every rank (when the eviction term is on), before costOf.
+// Invariant: observeRank is called for every rank of the partition, and observeEntries for
+// every rank when the eviction term is on, before costOf.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
 	isl float64
 	// islBlocks is the request's blocks, ⌈isl/bs⌉ (the pressure term).
 	islBlocks float64
-	// beta is β after settle; maxEntries the most blocks any rank holds in the index.
-	beta       float64
+	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
+	// sumB and nB accumulate the ranks' per-token costs (kvselect_speed.go); busy sums the
+	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt).
+	sumB  float64
+	nB    int
+	busy  float64
+	ranks int
+	// pending is the partition's pending prefills (β's mean without RobustKVSelect).
+	pending float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -115,29 +132,72 @@ func (k *kvselectTerms) invMax() float64 {
 	return 0
 }
 
-// settle sets β from the partition's pending prefills over its n ranks.
-func (k *kvselectTerms) settle(pending, n int) {
-	if n > 0 {
-		k.beta = min(k.w.missWork, float64(pending)/float64(n))
+// betaAt is β of a rank with pending prefills not yet complete: the requests its uncached work
+// delays (see the top of this file). By default the partition's pending prefills per rank,
+// capped at miss_work_weight; with RobustKVSelect
+//
+//	β = min(miss_work_weight, max(pending, saturation))
+//	saturation = mean over the partition's ranks of min(miss_work_weight, their pending)
+//
+// Two lower bounds on that number. Under chunked prefill (vLLM v1, SGLang) the prefills in
+// flight on the rank share every step's token budget with it, so it delays each of them:
+// pending. And on a saturated fleet every request that arrives while it runs queues somewhere,
+// there being no idle rank to absorb it: saturation, the share of ranks with work pending
+// (each rank counted at most the cap, so one hot rank's long queue does not make the fleet look
+// saturated). The partition mean of the pending counts, used before, was that hot rank's queue
+// spread over the fleet: with one prefix too hot for one rank it charged every idle rank the
+// loaded fleet's (1 + β) for computing a replica, and the prefix stayed concentrated (load CV
+// up to 1.05 against Dynamo's 0.15–0.24 on sysprompt-onehot); an idle rank of an unsaturated
+// fleet now delays nobody and a replica there costs its own prefill.
+func (k *kvselectTerms) betaAt(pending int) float64 {
+	sat := 0.0
+	if k.ranks > 0 {
+		sat = k.busy / float64(k.ranks)
 	}
+	if !k.w.robust {
+		return min(k.w.missWork, k.pending/max(1, float64(k.ranks)))
+	}
+	return min(k.w.missWork, max(float64(pending), sat))
 }
 
-// price is the speed model a rank whose learned (or prior) model is sp is priced with: the
-// configured prior when learning is off, sp is unknown, or sp lies within a factor of
-// speedDeadband of the prior; sp otherwise.
+// price is the speed model a rank whose learned (or prior) model is sp is priced with. The
+// reference speed is the configured prior, or the partition's central learned speed
+// (w.central: the median over ranks with enough samples, load.Tracker.CentralSpeed; set only
+// with Config.CentralPrefillSpeed, opt-in) when that lies outside a factor of speedDeadband of
+// the prior — the prior itself is then wrong. A rank
+// is priced at the reference when learning is off, sp is unknown, or sp lies within a factor
+// of speedDeadband of the reference; at sp otherwise.
 //
-// The band: in simulation, a rank whose cache churns learns a per-token cost up to ~30 % above
-// the truth (its booked uncached tokens undercount what it really recomputes), and pricing that
-// as slowness sends its traffic elsewhere, which churns those caches in turn — a feedback loop
-// that turned an overloaded agentic workload from bad to collapsed. Noise of that size is not
-// acted on; a genuinely different worker (another GPU, a shared GPU, a larger model, a wrong
-// prior) differs by more and is priced at its learned speed.
+// The band: identical ranks learn speeds that differ by noise, and pricing that noise as
+// speed feeds it back. In simulation a rank whose cache churns learns a per-token cost up to
+// ~30 % above the truth (its booked uncached tokens undercount what it recomputes), and on a
+// batching engine a busier rank batches more and measures faster; sending traffic to the
+// rank that looks faster concentrated load 4× on identical workers (SGLang-style 70B preset,
+// whose true speed is ~2× the prior, so every rank was out of the prior's band and priced at
+// its own estimate), and pricing a churning rank as slow turned an overloaded agentic
+// workload from bad to collapsed. Noise of that size is not acted on; a genuinely different
+// worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
+// priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
-	b := k.w.modelB
-	if k.w.fixedSpeed || !(sp.B > 0) || (sp.B < speedDeadband*b && float64(sp.B*speedDeadband) > b) {
-		return load.SpeedModel{A: k.w.modelA, B: b, C: k.w.modelC}
+	ref := load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	if k.w.fixedSpeed || !(sp.B > 0) {
+		return ref
+	}
+	if k.w.robust {
+		return k.consensusPrice(sp)
+	}
+	if c := k.w.central; c.B > 0 && !withinBand(c.B, ref.B) {
+		ref = c
+	}
+	if withinBand(sp.B, ref.B) {
+		return ref
 	}
 	return sp
+}
+
+// withinBand reports whether per-token costs x and ref lie within a factor of speedDeadband.
+func withinBand(x, ref float64) bool {
+	return x < speedDeadband*ref && float64(x*speedDeadband) > ref
 }
 
 // queueMS is a rank's booked, not yet completed prefill work in its own speed model.
@@ -159,7 +219,8 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	cached := min(k.isl, tiers*k.bs)
 	queue := queueMS(sp, prefill, squares, pending)
 	own := sp.MS(k.isl - cached)
-	c := queue + float64((1+k.beta)*own) + float64(w.reqWeight*float64(requests))
+	beta := k.betaAt(pending)
+	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
 	if w.affinity > 0 {
 		pull := w.affinity * sp.B * cached
 		if w.affinityQueue > 0 {
@@ -172,7 +233,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c += float64(float64(w.eviction*occ) * (own - sp.C))
 	}
 	if invCap > 0 {
-		c += k.pressureMS(active, booked, invCap, float64((1+k.beta)*sp.B))
+		c += k.pressureMS(active, booked, invCap, float64((1+beta)*sp.B))
 	}
 	if w.decodeCtx > 0 {
 		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, sp.B)

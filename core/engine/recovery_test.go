@@ -44,44 +44,6 @@ func overlapOf(t *testing.T, e *Engine, model string, toks []uint32, o kvwire.Ow
 	return 0
 }
 
-// TestRecoveredIndexPendingThenAdopted: an index installed before any worker exists waits, is
-// dumped meanwhile, and is adopted by the partition the first worker creates.
-func TestRecoveredIndexPendingThenAdopted(t *testing.T) {
-	e := newEngine(t, nil)
-	r := NewRecoveredIndex(4)
-	ev := chainEvent(kvwire.Owner{Worker: 1}, kvwire.TierDevice, seqTokens(16))
-	if err := r.Apply(&ev); err != nil {
-		t.Fatal(err)
-	}
-	key := PartitionKey{Model: DefaultName, Group: DefaultName}
-	out, err := e.InstallRecovered(key, r)
-	if err != nil || out != InstalledPending {
-		t.Fatalf("install: %v %v", out, err)
-	}
-	if r.Entries() != 0 {
-		t.Fatal("staging index still holds entries after install")
-	}
-	if p := e.RecoveredPending(); p.Partitions != 1 || p.Entries != 4 {
-		t.Fatalf("pending %+v", p)
-	}
-	if keys := e.DumpKeys(); len(keys) != 1 || keys[0] != key {
-		t.Fatalf("dump keys %v", keys)
-	}
-	recs, blocks, bs, ok := e.DumpPartitionRecords(key, nil, nil)
-	if !ok || bs != 4 || len(blocks) != 4 || len(recs) == 0 {
-		t.Fatalf("pending dump: %d records bs=%d ok=%v", len(recs), bs, ok)
-	}
-	if _, err := e.UpsertWorker(spec(1)); err != nil {
-		t.Fatal(err)
-	}
-	if p := e.RecoveredPending(); p.Partitions != 0 {
-		t.Fatalf("still pending after the partition was created: %+v", p)
-	}
-	if got := overlapOf(t, e, DefaultName, seqTokens(16), kvwire.Owner{Worker: 1}); got != 4 {
-		t.Fatalf("device overlap %d, want 4", got)
-	}
-}
-
 // TestRecoveredIndexInstallCases covers replace, merge and the refusals.
 func TestRecoveredIndexInstallCases(t *testing.T) {
 	key := PartitionKey{Model: DefaultName, Group: DefaultName}

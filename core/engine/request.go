@@ -149,6 +149,12 @@ type weights struct {
 	pressure                                                         float64 // weight of the pinned-KV overflow a placement causes (kvselect policy)
 	decodeCtx                                                        float64 // decode step time per context token over prefill time per token (kvselect policy)
 	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
+	robust                                                           bool    // consensus speed pricing and per-rank β (kvselect policy)
+
+	// central is the partition's central learned speed, set per selection when centralSpeed
+	// (Config.CentralPrefillSpeed) is on (kvselectTerms.price).
+	central      PrefillModel
+	centralSpeed bool
 }
 
 // weightsOf is c's weights with no request override.
@@ -160,6 +166,8 @@ func weightsOf(c *Config) weights {
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
 		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
+		robust:       c.RobustKVSelect,
+		centralSpeed: c.CentralPrefillSpeed,
 	}
 }
 

@@ -1,11 +1,10 @@
 package engine
 
-// Reservation tests: POST /reservations in both forms (spec §2.6, §7), the lifecycle calls and
-// their 404/400 paths (§2.7), and the pending-selection cache's bounds and generation rule.
+// Reservation tests: the explicit form's table and the pending-selection cache's bounds and
+// generation rule. The replay form, its retries and the lifecycle calls are scripts
+// (testdata/reservations.txt, pending_ttl.txt, lifecycle.txt).
 
 import (
-	"math"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,134 +13,6 @@ import (
 
 // replay is the minimal replay-form reservation.
 func replay(id string) *ReservationRequest { return &ReservationRequest{SelectionID: ptr(id)} }
-
-// TestReserveReplay covers the cached replay form: miss, consume, latest wins, pure replay,
-// explicit discard and 409 with the entry kept.
-func TestReserveReplay(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	prompt := toks(0, 16)
-
-	// Request-level 422s come before any lookup.
-	_, err := e.Reserve(&ReservationRequest{}, t0)
-	wantErr(t, err, ErrUnprocessable, "missing field `selection_id`")
-	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("p"), RouterConfigOverride: &ConfigOverride{PrefillLoadScale: ptr(-1.0)}}, t0)
-	wantErr(t, err, ErrUnprocessable, "prefill_load_scale")
-	_, err = e.Reserve(replay("p"), t0)
-	wantErr(t, err, ErrNotFound, "no pending selection p for model=default routing_group=default (expired, already used, or never selected)")
-
-	_, err = e.Select(selReq("", prompt), t0)
-	noErr(t, err)
-	if e.PendingSelections() != 0 {
-		t.Fatalf("a select without selection_id was cached")
-	}
-	sel, err := e.Select(selReq("p", prompt), t0)
-	noErr(t, err)
-	if e.PendingSelections() != 1 || len(e.TakeEffects(nil)) != 0 {
-		t.Fatalf("select must cache without effects")
-	}
-	// The cache is keyed by (model_name, routing_group, selection_id).
-	wrong := replay("p")
-	wrong.ModelName = ptr("other")
-	_, err = e.Reserve(wrong, t0)
-	wantErr(t, err, ErrNotFound, "no pending selection p for model=other routing_group=default")
-
-	// Pure replay: the prompt in the request is ignored.
-	req := replay("p")
-	req.Prompt = tokenPrompt(toks(500, 64))
-	resp, err := e.Reserve(req, t0)
-	noErr(t, err)
-	if *resp != (ReservationResponse{SelectionID: "p", ModelName: DefaultName, RoutingGroup: DefaultName, WorkerID: sel.WorkerID, DPRank: sel.DPRank, Endpoint: "http://w1:8000"}) {
-		t.Fatalf("response %+v", resp)
-	}
-	if e.PendingSelections() != 0 {
-		t.Fatalf("a successful replay must consume the entry")
-	}
-	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); triple(l) != "(1,4,16)" {
-		t.Fatalf("replayed booking load %s, want (1,4,16)", triple(l))
-	}
-	// The replayed admission is published like any booking, with the cached inputs.
-	fx := e.TakeEffects(nil)
-	if len(fx) != 1 || fx[0].Kind != LifecycleAdd || fx[0].RequestID != "p" || fx[0].Add.ISL != 16 || fx[0].Add.PrefillTokens != 16 ||
-		!slices.Equal(fx[0].Add.TokenSequence, goldenVectors[0].seq) {
-		t.Fatalf("effects %+v", fx)
-	}
-	_, err = e.Reserve(replay("p"), t0)
-	wantErr(t, err, ErrNotFound, "no pending selection p")
-
-	// Latest select wins; the track_prefill_tokens override is captured and replayed.
-	_, _ = e.Select(selReq("q", toks(0, 4)), t0)
-	r := selReq("q", toks(0, 8))
-	r.RouterConfigOverride = &ConfigOverride{TrackPrefillTokens: ptr(false)}
-	_, _ = e.Select(r, t0)
-	_, err = e.Reserve(replay("q"), t0)
-	noErr(t, err)
-	fx = e.TakeEffects(nil)
-	if len(fx) != 1 || len(fx[0].Add.TokenSequence) != 2 || fx[0].Add.TrackPrefill || fx[0].Add.PrefillTokens != 0 {
-		t.Fatalf("latest-wins replay booked %+v", fx[0].Add)
-	}
-
-	// An explicit booking discards the cached selection of its id.
-	_, _ = e.Select(selReq("x", prompt), t0)
-	_, err = e.Reserve(&ReservationRequest{SelectionID: ptr("x"), WorkerID: ptr(uint64(1)), Prompt: tokenPrompt(prompt)}, t0)
-	noErr(t, err)
-	noErr(t, e.Free("x"))
-	_, err = e.Reserve(replay("x"), t0)
-	wantErr(t, err, ErrNotFound, "no pending selection x")
-
-	// A duplicate booking is a 409 and the entry stays for a retry.
-	_, _ = e.Select(selReq("d", prompt), t0)
-	_, err = e.SelectAndReserve(selReq("d", prompt), t0)
-	noErr(t, err)
-	_, err = e.Reserve(replay("d"), t0)
-	wantErr(t, err, ErrConflict, "selection d is already reserved or being reserved")
-	noErr(t, e.Free("d"))
-	_, err = e.Reserve(replay("d"), t0)
-	noErr(t, err)
-}
-
-// TestReserveReplayRetry: a replay whose cached rank is no longer schedulable fails with 404
-// and keeps the entry, so the same call succeeds once the rank is back.
-func TestReserveReplayRetry(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1, dp(0, 2)))
-	mustUpsert(t, e, spec(2))
-	r := selReq("r", toks(0, 8))
-	r.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(1))}
-	_, err := e.Select(r, t0)
-	noErr(t, err)
-
-	// PATCH-like shrink of the DP range: rank 1 is gone, worker 2 keeps the partition ready.
-	mustUpsert(t, e, spec(1, dp(0, 1)))
-	_, err = e.Reserve(replay("r"), t0)
-	wantErr(t, err, ErrNotFound, "schedulable worker 1 (dp_rank 1) not found for model=default routing_group=default")
-	if e.PendingSelections() != 1 {
-		t.Fatalf("failed replay dropped the entry")
-	}
-	mustUpsert(t, e, spec(1, dp(0, 2)))
-	resp, err := e.Reserve(replay("r"), t0)
-	noErr(t, err)
-	if resp.WorkerID != 1 || resp.DPRank != 1 {
-		t.Fatalf("retry booked %+v", resp)
-	}
-}
-
-// TestReserveReplayPartitionNotReady: while the partition has no schedulable worker the replay
-// is a 503 and the entry is kept (spec §2.6); it books once the worker is back.
-func TestReserveReplayPartitionNotReady(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	_, err := e.Select(selReq("g", toks(0, 8)), t0)
-	noErr(t, err)
-	// Deleting the only worker removes the partition; the cached selection must survive it.
-	_, err = e.DeleteWorker(1)
-	noErr(t, err)
-	_, err = e.Reserve(replay("g"), t0)
-	wantErr(t, err, ErrNotReady, "no schedulable workers")
-	mustUpsert(t, e, spec(1))
-	_, err = e.Reserve(replay("g"), t0)
-	noErr(t, err)
-}
 
 // TestPendingCacheBounds: the count, byte and age bounds evict oldest first; an entry is alive
 // at exactly the TTL and gone a nanosecond later.
@@ -310,60 +181,5 @@ func TestReserveExplicit(t *testing.T) {
 	noErr(t, err)
 	if l := loadOf(e, defKey, kvwire.Owner{Worker: 1}); triple(l) != "(1,3,12)" {
 		t.Fatalf("hash-path booking %s", triple(l))
-	}
-}
-
-// TestLifecycleCalls covers prefill_complete, output_block and free, including their 404s,
-// decay validation before lookup, republished completions and local-only output blocks.
-func TestLifecycleCalls(t *testing.T) {
-	e := newEngine(t, nil)
-	mustUpsert(t, e, spec(1))
-	for _, f := range []func(string) error{e.PrefillComplete, e.Free, func(id string) error { return e.OutputBlock(id, nil) }} {
-		wantErr(t, f("ghost"), ErrNotFound, "reservation ghost not found")
-	}
-	// decay_fraction is validated before the lookup: a bad value on an unknown id is a 400.
-	for _, bad := range []float64{-0.1, 1.0001, math.NaN(), math.Inf(1)} {
-		wantErr(t, e.OutputBlock("ghost", &bad), ErrBadRequest, "decay_fraction must be between 0.0 and 1.0")
-	}
-
-	_, err := e.SelectAndReserve(selReq("a", toks(0, 16)), t0)
-	noErr(t, err)
-	_ = e.TakeEffects(nil)
-	o := kvwire.Owner{Worker: 1}
-	if got := triple(loadOf(e, defKey, o)); got != "(1,4,16)" {
-		t.Fatalf("booked %s", got)
-	}
-	noErr(t, e.PrefillComplete("a"))
-	noErr(t, e.PrefillComplete("a")) // repeat: harmless, republished
-	if got := triple(loadOf(e, defKey, o)); got != "(1,4,0)" {
-		t.Fatalf("after prefill_complete %s", got)
-	}
-	noErr(t, e.OutputBlock("a", nil))
-	noErr(t, e.OutputBlock("a", nil))
-	if got := triple(loadOf(e, defKey, o)); got != "(1,6,0)" {
-		t.Fatalf("after two output blocks %s", got)
-	}
-	// With decay 0 every block the booking owns alone (4 prompt + 3 output) weighs nothing.
-	noErr(t, e.OutputBlock("a", ptr(0.0)))
-	if got := triple(loadOf(e, defKey, o)); got != "(1,0,0)" {
-		t.Fatalf("decay 0 must zero every exclusive block: %s", got)
-	}
-	noErr(t, e.OutputBlock("a", ptr(1.0)))
-	fx := e.TakeEffects(nil)
-	if len(fx) != 2 || fx[0].Kind != LifecyclePrefillComplete || fx[1].Kind != LifecyclePrefillComplete {
-		t.Fatalf("effects %+v, want two prefill completions and nothing for output blocks", fx)
-	}
-	noErr(t, e.Free("a"))
-	if got := triple(loadOf(e, defKey, o)); got != "(0,0,0)" {
-		t.Fatalf("after free %s", got)
-	}
-	wantErr(t, e.Free("a"), ErrNotFound)
-	wantErr(t, e.PrefillComplete("a"), ErrNotFound)
-	fx = e.TakeEffects(nil)
-	if len(fx) != 1 || fx[0].Kind != LifecycleFree || fx[0].RequestID != "a" || fx[0].Owner != o || fx[0].BlockSize != 4 || fx[0].Partition != defKey {
-		t.Fatalf("free effects %+v", fx)
-	}
-	if len(e.TakeEffects(nil)) != 0 {
-		t.Fatalf("TakeEffects did not clear the outbox")
 	}
 }

@@ -60,8 +60,9 @@ type SelectionContext struct {
 	// MinActivePrefillTokens is the smallest active prefill load among the partition's ranks.
 	MinActivePrefillTokens uint64
 	// fleet holds the partition's ranks, for scorers that price a rank against the others
-	// (KVSelectScorer).
-	fleet []scored
+	// (KVSelectScorer), and central the partition's central learned speed (kvselectTerms.price).
+	fleet   []scored
+	central PrefillModel
 }
 
 // Scorer contributes to a candidate's cost; lower is better.
@@ -157,7 +158,7 @@ func (e *Engine) selectionContext(sel *selection, req *SelectRequest, booking bo
 	if len(sel.cands) == 0 {
 		ctx.MinActivePrefillTokens = 0
 	}
-	ctx.fleet = sel.cands
+	ctx.fleet, ctx.central = sel.cands, sel.w.central
 	return ctx
 }
 

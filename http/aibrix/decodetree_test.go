@@ -15,10 +15,10 @@ import (
 	"unicode/utf8"
 )
 
-// decodeTree is the reference decoder: it parses body into a strictjson
-// tree and validates it member by member. It defines every error
-// DecodeRequest reports and is the oracle the differential tests hold
-// decodeFast to.
+// decodeTree is the reference decoder: it parses body into a tree with the
+// test-only strict parser (sjParse, oracle_parse_test.go) and validates it
+// member by member. It is the independent oracle the differential tests
+// hold DecodeRequest's jsontext walk to.
 func decodeTree(body []byte) (*Request, error) {
 	doc, err := sjParse(body)
 	if err != nil {
@@ -80,7 +80,7 @@ func decodeTree(body []byte) (*Request, error) {
 	return &req, nil
 }
 
-// treeSyntaxProblem maps a strictjson error onto the package sentinels. The
+// treeSyntaxProblem maps an sjParse error onto the package sentinels. The
 // Field of a duplicate member is the path of the repeated member itself,
 // so a client sees "spec.candidates[0].id" rather than the enclosing object.
 func treeSyntaxProblem(err error) *RequestError {

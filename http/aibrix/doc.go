@@ -12,7 +12,7 @@
 //   - [Evaluate] turns a validated [Request], a [Policy], the kvselect
 //     [Backend] and an optional session [Binding] into a [Decision];
 //   - [AppendResponse] / [AppendProblem] encode answers;
-//   - [Handler] wires them to net/http with authentication ([Tokens]),
+//   - [Handler] wires them to net/http with authentication ([authtoken.Set]),
 //     sessions ([SessionStore]), decision ids ([NewDecisionID]) and an
 //     injectable clock and entropy source.
 //

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // ErrInvalidConfig wraps every [NewHandler] configuration error.
@@ -25,7 +27,7 @@ type Config struct {
 	// Policy is the routing policy; nil makes every valid candidate eligible.
 	Policy *Policy
 	// Tokens enables bearer authentication when non-nil.
-	Tokens *Tokens
+	Tokens *authtoken.Set
 	// Sessions stores session bindings. When the policy names a SessionKey
 	// and Sessions is nil, an in-memory store is created.
 	Sessions SessionStore
@@ -48,7 +50,7 @@ type Config struct {
 type Handler struct {
 	path     string
 	policy   *Policy
-	tokens   *Tokens
+	tokens   *authtoken.Set
 	sessions SessionStore
 	ttl      time.Duration // session TTL: Policy.SessionTTL or DefaultSessionTTL
 	maxBody  int64
@@ -166,7 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := h.tokens.Check(r.Header.Get("Authorization")); err != nil {
 			challenge := `Bearer realm="kvselect"`
 			detail := "a bearer token is required"
-			if errors.Is(err, ErrWrongToken) {
+			if errors.Is(err, authtoken.ErrWrong) {
 				challenge += `, error="invalid_token"`
 				detail = "the bearer token is not accepted"
 			}

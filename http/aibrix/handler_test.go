@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // post sends body to url with the protocol headers plus extra ones.
@@ -123,7 +125,7 @@ func TestHandlerDecisionIDsUnique(t *testing.T) {
 // TestHandlerProblems covers each HTTP-level rejection: status, problem
 // media type, title, and the headers the status requires.
 func TestHandlerProblems(t *testing.T) {
-	tok, err := ParseTokens([]byte("good-token\n"))
+	tok, err := authtoken.Parse([]byte("good-token\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

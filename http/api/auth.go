@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // AuthScope says which Dynamo API requests need a bearer token.
@@ -31,7 +30,7 @@ func ParseAuthScope(s string) (AuthScope, error) {
 }
 
 // Auth is optional bearer-token access control for the Dynamo API. Tokens are held as SHA-256
-// digests and compared in constant time against every entry (aibrix.Tokens). The token set can
+// digests and compared in constant time against every entry (authtoken.Set). The token set can
 // be replaced while serving (Reload), so a rotated token file takes effect without a restart;
 // a reload that fails keeps the previous set.
 //
@@ -41,7 +40,7 @@ func ParseAuthScope(s string) (AuthScope, error) {
 type Auth struct {
 	path   string
 	scope  AuthScope
-	tokens atomic.Pointer[aibrix.Tokens]
+	tokens atomic.Pointer[authtoken.Set]
 	denied atomic.Uint64
 	log    *slog.Logger
 
@@ -53,12 +52,12 @@ type Auth struct {
 	lastFail string            // the failure last logged ("" after a success)
 }
 
-// NewAuth loads the token file at path (one token per line; see aibrix.LoadTokens).
+// NewAuth loads the token file at path (one token per line; see authtoken.Load).
 func NewAuth(path string, scope AuthScope, log *slog.Logger) (*Auth, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	data, t, err := loadTokens(path)
+	data, t, err := authtoken.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -67,26 +66,13 @@ func NewAuth(path string, scope AuthScope, log *slog.Logger) (*Auth, error) {
 	return a, nil
 }
 
-// loadTokens is aibrix.LoadTokens that also returns the bytes read.
-func loadTokens(path string) ([]byte, *aibrix.Tokens, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", aibrix.ErrInvalidTokens, err)
-	}
-	t, err := aibrix.ParseTokens(data)
-	if err != nil {
-		return data, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return data, t, nil
-}
-
 // Reload re-reads the token file; on error the previous tokens stay in force. A file whose
 // content is the one in force changes nothing and logs nothing; a failure is logged once until
 // the file changes (it is still returned every time).
 func (a *Auth) Reload() error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	data, t, err := loadTokens(a.path)
+	data, t, err := authtoken.Read(a.path)
 	if err != nil {
 		if fail := err.Error() + "\x00" + string(data); fail != a.lastFail {
 			a.lastFail = fail

@@ -12,3 +12,12 @@ func KVSelectPressureConfig() engine.Config {
 	c.KVPressureWeight, c.DecodeContextWeight = 1, 1e-3
 	return c
 }
+
+// KVSelectRobustConfig is kvselect's policy with RobustKVSelect (learned speed priced against
+// the partition's consensus, β per rank) and the pinned-KV pressure term at weight 1: the
+// candidate measured in README ("Robustness matrix"), not yet the default.
+func KVSelectRobustConfig() engine.Config {
+	c := KVSelectConfig()
+	c.KVPressureWeight, c.RobustKVSelect = 1, true
+	return c
+}

@@ -19,11 +19,14 @@ import (
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
 //	                kvselect-pressure with the pinned-KV pressure and decode terms on
-//	                (KVSelectPressureConfig)
+//	                (KVSelectPressureConfig), kvselect-central with identical ranks priced at
+//	                the partition's central learned speed (engine.Config.CentralPrefillSpeed),
+//	                kvselect-robust with consensus speed pricing, per-rank β and the pressure
+//	                term (KVSelectRobustConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-robust"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -44,7 +47,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-robust":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -55,6 +58,11 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectAgingConfig()
 		case "kvselect-pressure":
 			ec = KVSelectPressureConfig()
+		case "kvselect-robust":
+			ec = KVSelectRobustConfig()
+		case "kvselect-central":
+			ec = KVSelectConfig()
+			ec.CentralPrefillSpeed = true
 		}
 		sp, capacity, err := cfg.spec()
 		if err != nil {

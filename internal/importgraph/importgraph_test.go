@@ -30,6 +30,8 @@ var rules = []rule{
 	{pattern: module + "http/aibrix/...", banned: module + "core",
 		why:   "http/aibrix is the AIBrix protocol; its one adapter to core is http/aibrix/aibrixcore",
 		allow: []string{module + "http/aibrix/aibrixcore"}},
+	{pattern: module + "http/api/...", banned: module + "http/aibrix",
+		why: "the Dynamo API and the AIBrix endpoint share only leaf packages (internal/authtoken)"},
 }
 
 // deps lists each non-test package matched by pattern with its transitive dependencies.

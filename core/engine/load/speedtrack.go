@@ -82,6 +82,7 @@ func (t *Tracker) SetSpeedPrior(o kvwire.Owner, m SpeedModel) {
 // publishSpeed copies slot's current model into the ordinal-indexed speeds.
 func (t *Tracker) publishSpeed(slot uint32) {
 	t.speeds[t.ord[slot]] = t.owners[slot].speed.est.cur
+	t.central.fresh = false
 }
 
 // Speed returns o's learned speed; an unknown owner has the zero estimate.

@@ -44,6 +44,8 @@ type Tracker struct {
 
 	// defaultSpeed is the prior speed model of owners added from now on (SetDefaultSpeed).
 	defaultSpeed SpeedModel
+	// central caches CentralSpeed (speed_central.go).
+	central centralSpeed
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already

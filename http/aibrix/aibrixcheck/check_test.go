@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/http/aibrix"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 const testToken = "check-token-1"
@@ -28,7 +29,7 @@ func realHandler(t testing.TB, withToken bool) http.Handler {
 	t.Helper()
 	cfg := aibrix.Config{}
 	if withToken {
-		tok, err := aibrix.ParseTokens([]byte(testToken + "\n"))
+		tok, err := authtoken.Parse([]byte(testToken + "\n"))
 		if err != nil {
 			t.Fatal(err)
 		}

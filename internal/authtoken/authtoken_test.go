@@ -1,4 +1,4 @@
-package aibrix
+package authtoken
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-func TestParseTokens(t *testing.T) {
-	tok, err := ParseTokens([]byte("# comment\n\n  alpha-1.token_~+/==  \r\nbeta\n"))
+func TestParse(t *testing.T) {
+	tok, err := Parse([]byte("# comment\n\n  alpha-1.token_~+/==  \r\nbeta\n"))
 	if err != nil {
 		t.Fatalf("ParseTokens: %v", err)
 	}
@@ -23,13 +23,13 @@ func TestParseTokens(t *testing.T) {
 		{"Bearer alpha-1.token_~+/==", nil},
 		{"bearer beta", nil},
 		{"BEARER beta ", nil},
-		{"", ErrMissingToken},
-		{"Basic YWxhZGRpbjpvcGVuc2VzYW1l", ErrMissingToken},
-		{"Bearer ", ErrMissingToken},
-		{"Bearer", ErrMissingToken},
-		{"Bearer gamma", ErrWrongToken},
-		{"Bearer bet", ErrWrongToken},
-		{"Bearer betaa", ErrWrongToken},
+		{"", ErrMissing},
+		{"Basic YWxhZGRpbjpvcGVuc2VzYW1l", ErrMissing},
+		{"Bearer ", ErrMissing},
+		{"Bearer", ErrMissing},
+		{"Bearer gamma", ErrWrong},
+		{"Bearer bet", ErrWrong},
+		{"Bearer betaa", ErrWrong},
 	}
 	for _, tt := range tests {
 		if err := tok.Check(tt.header); !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
@@ -38,7 +38,7 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
-func TestParseTokensErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	secret := "s3cr3t token"
 	tests := []struct{ name, data, want string }{
 		{"empty", "", "no tokens"},
@@ -46,12 +46,12 @@ func TestParseTokensErrors(t *testing.T) {
 		{"space inside", "ok\n" + secret + "\n", "line 2"},
 		{"bad char", "to:ken\n", "line 1"},
 		{"padding in middle", "ab=c\n", "line 1"},
-		{"too long", strings.Repeat("a", MaxTokenBytes+1), "longer than"},
+		{"too long", strings.Repeat("a", MaxBytes+1), "longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseTokens([]byte(tt.data))
-			if !errors.Is(err, ErrInvalidTokens) || !strings.Contains(err.Error(), tt.want) {
+			_, err := Parse([]byte(tt.data))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 			if strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "to:ken") {
@@ -61,17 +61,17 @@ func TestParseTokensErrors(t *testing.T) {
 	}
 }
 
-func TestLoadTokens(t *testing.T) {
+func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(p, []byte("tok1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := LoadTokens(p)
+	tok, err := Load(p)
 	if err != nil || tok.Check("Bearer tok1") != nil {
 		t.Fatalf("LoadTokens = %v, %v", tok, err)
 	}
-	if _, err := LoadTokens(filepath.Join(dir, "missing")); !errors.Is(err, ErrInvalidTokens) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(dir, "missing")); !errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file err = %v", err)
 	}
 }

@@ -1,0 +1,67 @@
+package engine
+
+import "github.com/kvselect/kvselect/core/engine/load"
+
+// Speed pricing of the kvselect policy (kvselect_cost.go): which prefill-time model a rank's
+// queue and this request's prefill are priced with.
+//
+// Each rank learns its own model online (speed.go, load/speed.go): the prior scaled by a speed
+// factor. Two things make the learned factor differ from the prior, and they call for
+// different treatment:
+//
+//   - What every rank shares: the prior is a guess (the default is the Dynamo mocker's
+//     polynomial, not the deployed GPU and model), and a vLLM- or SGLang-style worker's
+//     prefill shares each step with its running decodes, so under load every rank's
+//     prefill is slower than a lone prefill. In simulation the 8B preset's ranks learn
+//     1.9–3.0× the prior on an agentic workload.
+//   - What tells ranks apart: a genuinely different worker (another GPU, a shared GPU, a larger
+//     model, a rank serving far more decode) — or noise: a rank whose cache churns learns a
+//     per-token cost up to ~30 % above the truth (its booked uncached tokens undercount what
+//     it really recomputes), and pricing that as slowness sends its traffic elsewhere, which
+//     churns those caches in turn (a feedback loop that turned an overloaded agentic workload
+//     on the legacy model from bad to collapsed).
+//
+// With RobustKVSelect the reference is the partition's consensus — the mean per-token cost of its ranks' learned
+// models, B̄ — not the prior: a rank whose learned B lies within a factor of speedDeadband of
+// B̄ is priced as the prior scaled to B̄ (every rank alike: the shared slowdown is priced, the
+// noise is not acted on), a rank outside it at its own learned model. Against the prior (the
+// earlier rule) the band was discontinuous exactly where it mattered: with the fleet's factors
+// straddling the band's edge (1.93–2.99 against a band of 2), some ranks were priced at the
+// prior and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic
+// workload's tail to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no
+// rank's speed known, every rank is priced at the prior. Without RobustKVSelect (the default
+// for now) kvselectTerms.price applies its own band (kvselect_cost.go).
+
+// consensusBand is the factor, around the partition's consensus, within which a rank's learned
+// speed is not acted on (see above): above the estimator's steady-state error (within 10 % of
+// the truth after 500 requests, speed_test.go), below the spread that decode load puts between
+// the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
+const consensusBand = 1.25
+
+// observeRank takes one rank's learned (or prior) model into the partition's consensus and its
+// pending prefills into the partition's saturation (betaAt, kvselect_cost.go).
+func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
+	k.busy += min(k.w.missWork, float64(pending))
+	k.pending += float64(pending)
+	k.ranks++
+	if sp.B > 0 {
+		k.sumB += sp.B
+		k.nB++
+	}
+}
+
+// consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
+// learning on.
+func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
+	w := &k.w
+	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
+	if k.nB == 0 || !(w.modelB > 0) {
+		return prior
+	}
+	ref, band := k.sumB/float64(k.nB), consensusBand
+	if sp.B < band*ref && float64(sp.B*band) > ref {
+		s := ref / w.modelB
+		return load.SpeedModel{A: prior.A * s, B: ref, C: prior.C * s}
+	}
+	return sp
+}

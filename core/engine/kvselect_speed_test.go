@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kvselect/kvselect/core/engine/load"
+	"github.com/kvselect/kvselect/kvwire"
+)
+
+// speedTerms is a kvselectTerms over ranks with the given per-token costs (the prior's shape
+// scaled), prior B = 1.
+func speedTerms(fixed bool, bs ...float64) kvselectTerms {
+	k := kvselectTerms{w: weights{modelA: 0.001, modelB: 1, modelC: 10, missWork: 1, fixedSpeed: fixed, robust: true}}
+	for _, b := range bs {
+		k.observeRank(load.SpeedModel{A: 0.001 * b, B: b, C: 10 * b}, 0)
+	}
+	return k
+}
+
+// TestPriceAgainstConsensus: ranks whose learned speeds straddle what used to be the deadband's
+// edge around the prior (1.9 and 2.1 × the prior) are priced alike, at the consensus; a rank
+// beyond 1.25× the consensus at its own speed; with learning off, or nothing learned, the prior.
+func TestPriceAgainstConsensus(t *testing.T) {
+	k := speedTerms(false, 1.9, 2.1, 2.0, 2.0)
+	lo, hi := k.price(load.SpeedModel{A: 0.0019, B: 1.9, C: 19}), k.price(load.SpeedModel{A: 0.0021, B: 2.1, C: 21})
+	if lo != hi || math.Abs(lo.B-2) > 1e-12 || math.Abs(lo.A-0.002) > 1e-12 || math.Abs(lo.C-20) > 1e-9 {
+		t.Errorf("straddling ranks priced %+v and %+v, want both the prior scaled to B = 2", lo, hi)
+	}
+	k = speedTerms(false, 2, 2, 2, 6)
+	slow := load.SpeedModel{A: 0.006, B: 6, C: 60}
+	if got := k.price(slow); got != slow {
+		t.Errorf("a rank 2× the consensus (3) priced %+v, want its own %+v", got, slow)
+	}
+	if got := k.price(load.SpeedModel{A: 0.0025, B: 2.5, C: 25}); math.Abs(got.B-3) > 1e-12 {
+		t.Errorf("a rank within 1.25× of the consensus (3) priced at B = %v, want 3", got.B)
+	}
+	prior := load.SpeedModel{A: 0.001, B: 1, C: 10}
+	fixed, none, one := speedTerms(true, 2, 2), speedTerms(false), speedTerms(false, 2)
+	if got := fixed.price(slow); got != prior {
+		t.Errorf("fixed speed: priced %+v, want the prior", got)
+	}
+	if got := none.price(slow); got != prior {
+		t.Errorf("no rank observed: priced %+v, want the prior", got)
+	}
+	if got := one.price(load.SpeedModel{}); got != prior {
+		t.Errorf("unknown speed: priced %+v, want the prior", got)
+	}
+}
+
+// TestBetaPerRank: β is the rank's own pending prefills or the partition's saturation (the share
+// of ranks with work pending, each capped), whichever is more, capped at miss_work_weight. One
+// hot rank with a long queue among idle ones does not make the idle ones expensive; a saturated
+// fleet charges every rank the cap.
+func TestBetaPerRank(t *testing.T) {
+	k := kvselectTerms{w: weights{missWork: 1, robust: true}}
+	for _, p := range []int{40, 0, 0, 0} {
+		k.observeRank(load.SpeedModel{}, p)
+	}
+	if got := k.betaAt(0); got != 0.25 {
+		t.Errorf("idle rank beside one hot rank: β = %v, want 0.25 (1 of 4 ranks busy)", got)
+	}
+	if got := k.betaAt(40); got != 1 {
+		t.Errorf("hot rank: β = %v, want the cap 1", got)
+	}
+	k = kvselectTerms{w: weights{missWork: 1, robust: true}}
+	for _, p := range []int{1, 2, 1, 0} {
+		k.observeRank(load.SpeedModel{}, p)
+	}
+	if got := k.betaAt(0); got != 0.75 {
+		t.Errorf("idle rank of a mostly busy fleet: β = %v, want 0.75", got)
+	}
+	k = kvselectTerms{w: weights{missWork: 0, robust: true}}
+	k.observeRank(load.SpeedModel{}, 5)
+	if got := k.betaAt(5); got != 0 {
+		t.Errorf("miss_work_weight 0: β = %v, want 0", got)
+	}
+}
+
+// TestHotPrefixReplicatesOnIdleRank: a 4,000-token prefix cached on a rank with four queued
+// 1,000-token prefills (≈ 128 ms at the prior), and three idle ranks. Under the partition-mean β
+// (4 pending over 4 ranks: β = 1) an idle rank was charged 2 × 84 ms for the replica, more than
+// the hot rank's 128 + 2 × 16.5 ms, and the prefix stayed; now an idle rank's β is the 1-in-4
+// saturation, its replica costs 1.25 × 84 ms, and the request goes there (RobustKVSelect; the
+// default keeps the partition mean and the prefix on worker 1).
+func TestHotPrefixReplicatesOnIdleRank(t *testing.T) {
+	for _, robust := range []bool{false, true} {
+		cfg := KVSelectDefaults()
+		cfg.EvictionWeight, cfg.KVPressureWeight, cfg.RobustKVSelect = 0, 0, robust
+		if got := hotPrefixWorker(t, &cfg); (got == 1) == robust {
+			t.Errorf("RobustKVSelect %v: worker %d (1 = the prefix's saturated rank)", robust, got)
+		}
+	}
+}
+
+// hotPrefixWorker is TestHotPrefixReplicatesOnIdleRank's fleet under cfg: the worker chosen.
+func hotPrefixWorker(t *testing.T, cfg *Config) uint64 {
+	t.Helper()
+	e := newEngine(t, cfg)
+	for id := uint64(1); id <= 4; id++ {
+		mustUpsert(t, e, spec(id))
+	}
+	want := toks(1, 4000)
+	store(t, e, kvwire.Owner{Worker: 1}, want)
+	// Queue worker 1: prefills of other prompts, not complete.
+	for i := range 4 {
+		r := selReq("q"+string(rune('a'+i)), toks(10_000*(i+1), 1000))
+		r.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
+		if _, err := e.SelectAndReserve(r, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := e.Select(selReq("", want), t0)
+	noErr(t, err)
+	return r.WorkerID
+}

@@ -1,0 +1,57 @@
+package load
+
+import (
+	"testing"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
+
+// learn gives o n samples at factor s of its prior (each of the prior's time for 1000 tokens).
+func learn(tr *Tracker, o kvwire.Owner, n int, s float64) {
+	slot := tr.slots[o]
+	st := &tr.owners[slot].speed
+	p := st.est.prior.MS(1000)
+	for range n {
+		st.est.observeWork(p, s*p)
+	}
+	tr.publishSpeed(slot)
+}
+
+func TestCentralSpeedMedianOfLearnedRanks(t *testing.T) {
+	tr := NewTracker()
+	tr.SetDefaultSpeed(testPrior)
+	if m := tr.CentralSpeed(); m != (SpeedModel{}) {
+		t.Fatalf("empty tracker: central %+v, want zero", m)
+	}
+	var os []kvwire.Owner
+	for w := uint64(1); w <= 5; w++ {
+		o := kvwire.Owner{Worker: w}
+		os = append(os, o)
+		tr.AddOwner(o)
+	}
+	if m := tr.CentralSpeed(); m != (SpeedModel{}) {
+		t.Fatalf("no rank learned: central %+v, want zero", m)
+	}
+	// Four ranks learned 2.2–2.8×, one 9× (a different GPU): the median is a typical rank's.
+	for i, s := range []float64{2.8, 2.2, 9, 2.5} {
+		learn(tr, os[i], 3*CentralMinSamples, s)
+	}
+	// The fifth has too few samples to count.
+	learn(tr, os[4], CentralMinSamples-1, 0.5)
+	got := tr.CentralSpeed()
+	want := tr.Speed(os[3]).Model // 2.5×: the lower median of {2.2, 2.5, 2.8, 9}
+	if got != want || got.B == testPrior.B {
+		t.Fatalf("central %+v, want rank 4's %+v", got, want)
+	}
+	// The cache follows a speed change and an owner removal.
+	learn(tr, os[4], 2, 0.5) // now enough samples, at ~0.5×: median of five is 2.5× still
+	if got := tr.CentralSpeed(); got != want {
+		t.Fatalf("after a fifth rank learned: central %+v, want %+v", got, want)
+	}
+	tr.RemoveOwner(os[3])
+	tr.RemoveOwner(os[1])
+	// {0.5, 2.8, 9}: the median is rank 1's.
+	if got, want := tr.CentralSpeed(), tr.Speed(os[0]).Model; got != want {
+		t.Fatalf("after removals: central %+v, want %+v", got, want)
+	}
+}
