@@ -96,7 +96,7 @@ func treeSyntaxProblem(err error) *RequestError {
 	case errors.Is(err, sjErrDuplicateMember):
 		re.Title, re.err = "Duplicate JSON member", ErrDuplicateMember
 		re.Detail = fmt.Sprintf("member %q appears more than once in the same object (byte %d)", se.Name, se.Offset)
-		re.Field = treeJoinPath(se.Path, se.Name)
+		re.Field = sjRender(append(se.segs[:len(se.segs):len(se.segs)], sjSeg{s: se.Name}))
 	case errors.Is(err, sjErrTrailingData):
 		re.Title, re.err = "Trailing data", ErrTrailingData
 		re.Detail = fmt.Sprintf("only one JSON value is allowed; found more input at byte %d", se.Offset)
@@ -105,13 +105,6 @@ func treeSyntaxProblem(err error) *RequestError {
 		re.Detail = fmt.Sprintf("%s at byte %d", se.Msg, se.Offset)
 	}
 	return re
-}
-
-func treeJoinPath(base, key string) string {
-	if base == "" {
-		return key
-	}
-	return base + "." + key
 }
 
 // treeRequiredString checks a required string member (null counts as missing).

@@ -7,6 +7,7 @@ package aibrix
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -68,11 +69,12 @@ func (k sjKind) String() string {
 // occurred (for example `spec.candidates[2]`), empty at the top level. Name is
 // the repeated member name for sjErrDuplicateMember.
 type sjSyntaxError struct {
-	Offset int    // byte offset in the input
-	Path   string // JSON path, "" for the document root
-	Name   string // duplicate member name (sjErrDuplicateMember only)
-	Msg    string // human-readable detail
-	err    error  // one of the package sentinels
+	Offset int     // byte offset in the input
+	Path   string  // JSON path, "" for the document root
+	Name   string  // duplicate member name (sjErrDuplicateMember only)
+	segs   []sjSeg // Path as segments
+	Msg    string  // human-readable detail
+	err    error   // one of the package sentinels
 }
 
 func (e *sjSyntaxError) Error() string {
@@ -291,20 +293,38 @@ func (p *sjParser) digits() bool {
 	return p.pos > start
 }
 
-// sjWithPath prefixes seg onto the error's path as the error unwinds.
-func sjWithPath(err error, seg string) error {
+// sjWithPath prefixes seg (an object key, or an array index when index) onto the
+// error's path as the error unwinds. The path is kept as segments and rendered
+// the way the decoder renders a JSON pointer (reader.path), so empty keys and
+// keys starting with '[' render alike on both sides.
+func sjWithPath(err error, seg string, index bool) error {
 	var se *sjSyntaxError
 	if errors.As(err, &se) {
-		switch {
-		case se.Path == "":
-			se.Path = seg
-		case strings.HasPrefix(se.Path, "["):
-			se.Path = seg + se.Path
-		default:
-			se.Path = seg + "." + se.Path
-		}
+		se.segs = append([]sjSeg{{seg, index}}, se.segs...)
+		se.Path = sjRender(se.segs)
 	}
 	return err
+}
+
+// sjSeg is one step of an error path.
+type sjSeg struct {
+	s     string
+	index bool
+}
+
+func sjRender(segs []sjSeg) string {
+	var b strings.Builder
+	for _, g := range segs {
+		switch {
+		case g.index:
+			b.WriteString("[" + g.s + "]")
+		case b.Len() > 0:
+			b.WriteString("." + g.s)
+		default:
+			b.WriteString(g.s)
+		}
+	}
+	return b.String()
 }
 
 // sjDupThreshold is the member count above which duplicate detection switches
@@ -346,13 +366,13 @@ func (p *sjParser) object(depth int) (int32, error) {
 		}
 		p.skipWS()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return -1, sjWithPath(p.fail(sjErrSyntax, "expected ':' after member name"), key)
+			return -1, sjWithPath(p.fail(sjErrSyntax, "expected ':' after member name"), key, false)
 		}
 		p.pos++
 		p.skipWS()
 		child, err := p.value(depth)
 		if err != nil {
-			return -1, sjWithPath(err, key)
+			return -1, sjWithPath(err, key, false)
 		}
 		p.doc.nodes[child].key = keyRef
 		last = p.appendChild(self, last, child)
@@ -425,7 +445,7 @@ func (p *sjParser) array(depth int) (int32, error) {
 		p.skipWS()
 		child, err := p.value(depth)
 		if err != nil {
-			return -1, sjWithPath(err, fmt.Sprintf("[%d]", p.doc.nodes[self].n))
+			return -1, sjWithPath(err, strconv.Itoa(int(p.doc.nodes[self].n)), true)
 		}
 		last = p.appendChild(self, last, child)
 		p.skipWS()

@@ -20,30 +20,12 @@ import (
 // (4.4 KB) against 4 (2.4 KB): its generic slice decoding grows the slice element by element.
 
 // unmarshalU32s decodes a token-id array.
-func unmarshalU32s(dec *jsontext.Decoder, out *[]uint32) error {
-	if dec.PeekKind() != '[' {
-		return json.SkipFunc
-	}
-	raw, err := dec.ReadValue()
-	if err != nil {
-		return err
-	}
-	s := make([]uint32, 0, bytes.Count(raw, []byte{','})+1)
-	for i := 1; ; {
-		x, next, end, ok := plainInt(raw, i, false)
-		if !ok || x > math.MaxUint32 {
-			return redo(dec, raw, out)
-		}
-		if end {
-			*out = s
-			return nil
-		}
-		s, i = append(s, uint32(x)), next
-	}
-}
+func unmarshalU32s(dec *jsontext.Decoder, out *[]uint32) error { return unmarshalInts(dec, out) }
 
 // unmarshalI64s decodes a hash array.
-func unmarshalI64s(dec *jsontext.Decoder, out *[]int64) error {
+func unmarshalI64s(dec *jsontext.Decoder, out *[]int64) error { return unmarshalInts(dec, out) }
+
+func unmarshalInts[T uint32 | int64](dec *jsontext.Decoder, out *[]T) error {
 	if dec.PeekKind() != '[' {
 		return json.SkipFunc
 	}
@@ -51,18 +33,66 @@ func unmarshalI64s(dec *jsontext.Decoder, out *[]int64) error {
 	if err != nil {
 		return err
 	}
-	s := make([]int64, 0, bytes.Count(raw, []byte{','})+1)
-	for i := 1; ; {
-		x, next, end, ok := plainInt(raw, i, true)
-		if !ok {
-			return redo(dec, raw, out)
-		}
-		if end {
-			*out = s
-			return nil
-		}
-		s, i = append(s, int64(x)), next
+	s, ok := plainInts(raw, make([]T, 0, bytes.Count(raw, []byte{','})+1))
+	if !ok {
+		return redo(dec, raw, out)
 	}
+	*out = s
+	return nil
+}
+
+// plainInts appends the elements of raw, a valid JSON array (ReadValue checked its syntax), to
+// s when every one is an integer literal without fraction or exponent that fits T (negative
+// only for int64); ok is false otherwise, and s is then garbage.
+//
+// Validity is what keeps the loop this small: outside strings, a byte <= ' ' is whitespace,
+// numbers have no leading zeros, and anything after a number's digits other than whitespace,
+// ',' or ']' (a '.', 'e', 'E') starts a fraction or exponent and fails the digit test. Against
+// the per-element helper it replaced (benchstat, 8 interleaved runs, 2-core CI machine,
+// 2026-12-01): BenchmarkDecodeSelectStrict 13.8 -> 12.7 µs (p=0.20), SelectInProcess
+// 20.8 -> 15.7 µs (-24 %, p=0.007). In the CPU profile of DecodeSelectStrict this loop is ~30 %
+// and jsontext's ReadValue of the array ~50 % (the af002fd scanner did both in 6.3 µs); an
+// eight-digits-at-a-time (SWAR) digit loop measured no faster.
+func plainInts[T uint32 | int64](raw []byte, s []T) ([]T, bool) {
+	var zero T
+	signed := ^zero < 0
+	limit, maxDigits := uint64(math.MaxUint32), 10
+	if signed {
+		limit, maxDigits = math.MaxInt64, 19 // 19 digits never overflow a uint64
+	}
+	for i := 1; i < len(raw); i++ {
+		c := raw[i]
+		if c <= ' ' || c == ',' {
+			continue
+		}
+		if c == ']' {
+			return s, true
+		}
+		neg := signed && c == '-'
+		if neg {
+			i++
+		}
+		j := i
+		var x uint64
+		for ; j < len(raw) && raw[j]-'0' <= 9; j++ {
+			x = x*10 + uint64(raw[j]-'0')
+		}
+		if j == i || j-i > maxDigits || x > limit+b2u(neg) {
+			return s, false
+		}
+		if neg {
+			x = -x
+		}
+		s, i = append(s, T(x)), j-1
+	}
+	return s, false
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // redo decodes raw with the library's default slice decoding, for its verdict and errors.
@@ -83,49 +113,6 @@ type arrayError struct {
 
 func (e *arrayError) Error() string { return e.err.Error() }
 func (e *arrayError) Unwrap() error { return e.err }
-
-// plainInt reads the element at raw[i:] of a valid JSON array: an integer literal without
-// fraction or exponent (negative only when signed), followed by ',' or ']'. It returns the
-// value as a uint64 bit pattern (two's complement when negative), the index after the ','
-// and whether the array ended ("]" with no element, or after this one). ok is false for any
-// other element and for values outside int64 (signed) or uint64.
-func plainInt(raw []byte, i int, signed bool) (x uint64, next int, end, ok bool) {
-	for raw[i] == ' ' || raw[i] == '\n' || raw[i] == '\t' || raw[i] == '\r' {
-		i++
-	}
-	if raw[i] == ']' {
-		return 0, i, true, true // only as the first token: raw is valid JSON
-	}
-	neg := signed && raw[i] == '-'
-	if neg {
-		i++
-	}
-	start := i
-	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-		d := uint64(raw[i] - '0')
-		if x > (math.MaxUint64-d)/10 {
-			return 0, 0, false, false
-		}
-		x = x*10 + d
-	}
-	if i == start || (signed && ((!neg && x > math.MaxInt64) || (neg && x > 1<<63))) {
-		return 0, 0, false, false
-	}
-	if neg {
-		x = -x
-	}
-	for raw[i] == ' ' || raw[i] == '\n' || raw[i] == '\t' || raw[i] == '\r' {
-		i++
-	}
-	switch raw[i] {
-	case ',':
-		return x, i + 1, false, true
-	case ']':
-		// The last element: report it, then the end on the next call.
-		return x, i, false, true
-	}
-	return 0, 0, false, false
-}
 
 // unmarshalPair decodes one [start, end] offset pair the way encoding/json (the reference)
 // fills a Go array: extra elements are skipped, missing ones stay zero.
