@@ -13,11 +13,12 @@ func KVSelectPressureConfig() engine.Config {
 	return c
 }
 
-// KVSelectRobustConfig is kvselect's policy with RobustKVSelect (learned speed priced against
-// the partition's consensus, β per rank) and the pinned-KV pressure term at weight 1: the
-// candidate measured in README ("Robustness matrix"), not yet the default.
-func KVSelectRobustConfig() engine.Config {
+// KVSelectPreviousConfig is kvselect's policy before RobustKVSelect and the pressure term became
+// the default (learned speed priced within 2× of the prior, β the partition's mean pending
+// prefills, no pressure term): the baseline of the older tables in README and
+// cmd/kvselect-matrix/results.
+func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
-	c.KVPressureWeight, c.RobustKVSelect = 1, true
+	c.KVPressureWeight, c.RobustKVSelect = 0, false
 	return c
 }
