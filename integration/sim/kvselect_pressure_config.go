@@ -2,9 +2,9 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPressureConfig is kvselect's default policy with the two opt-in terms of its cost on:
-// the pinned-KV pressure term at its principled weight (kv_pressure_weight 1: overflow priced as
-// recompute) and the decode term at the physics-derived ratio for an 8B-class model on one
+// KVSelectPressureConfig is kvselect's default policy with both extra terms of its cost on:
+// the pinned-KV pressure term at its principled weight (kv_pressure_weight 1, the default:
+// overflow priced as recompute) and the decode term at the physics-derived ratio for an 8B-class model on one
 // H100 (decode_context_weight 1e-3). See core/engine/kvselect_pressure.go, kvselect_decode.go
 // and README, "Pinned-KV pressure and decode load".
 func KVSelectPressureConfig() engine.Config {

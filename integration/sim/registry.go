@@ -18,11 +18,11 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-pressure with the pinned-KV pressure and decode terms on
-//	                (KVSelectPressureConfig), kvselect-central with identical ranks priced at
-//	                the partition's central learned speed (engine.Config.CentralPrefillSpeed),
-//	                kvselect-robust with consensus speed pricing, per-rank β and the pressure
-//	                term (KVSelectRobustConfig)
+//	                kvselect-pressure with the decode term on as well (KVSelectPressureConfig),
+//	                kvselect-previous the default before consensus speed pricing, per-rank β and
+//	                the pressure term (KVSelectPreviousConfig), kvselect-central that with
+//	                identical ranks priced at the partition's central learned speed
+//	                (engine.Config.CentralPrefillSpeed)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
