@@ -35,8 +35,9 @@ type Config struct {
 	WorkerPrefillModels map[uint64]PrefillModel
 	// MissWorkWeight and EvictionWeight price what a rank's uncached prefill costs others, in
 	// the kvselect policy (kvselect_cost.go): the prefill is charged (1 + β + ε·occupancy)
-	// times, β the mean number of pending prefills per rank (the requests its work will delay;
-	// per rank with RobustKVSelect, kvselectTerms.betaAt) capped at MissWorkWeight (default 1),
+	// times, β the requests its work will delay (kvselectTerms.betaAt: the rank's own pending
+	// prefills or the partition's saturation, whichever is more) capped at MissWorkWeight
+	// (default 1),
 	// and ε = EvictionWeight (default 1) the share of the
 	// blocks it stores that evict others' (occupancy: kvselect_eviction.go). 0 turns either
 	// off.
@@ -48,8 +49,7 @@ type Config struct {
 	// makes such a request wait or preempts a running one, which recomputes its context; the
 	// overflow is charged as that many blocks of prefill, times this weight
 	// (kvselect_pressure.go). Ranks that did not register total_kv_blocks are never charged.
-	// Default 0 (off); 1 is the principled value (overflow priced as recompute), used by the
-	// opt-in robust setting (RobustKVSelect; README, "Robustness matrix").
+	// Default 1 (overflow priced as recompute; README, "Robustness matrix"); 0 turns it off.
 	KVPressureWeight float64
 	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
 	// to every step of its rank (its KV read by decode attention), per context token, over the
@@ -60,10 +60,11 @@ type Config struct {
 	// (off); 1e-3 with KVPressureWeight 1 is the evaluated setting (README, "Pinned-KV pressure
 	// and decode load").
 	DecodeContextWeight float64
-	// RobustKVSelect turns on, in the kvselect policy, two changes measured in README
-	// ("Robustness matrix") but not yet in the default: each rank's learned speed is priced
-	// against the partition's consensus (kvselect_speed.go) instead of within 2× of the prior,
-	// and β is per rank (kvselectTerms.betaAt) instead of the partition mean. Default false.
+	// RobustKVSelect selects, in the kvselect policy, the rules measured in README ("Robustness
+	// matrix"): each rank's learned speed is priced against the partition's consensus
+	// (kvselect_speed.go) instead of within 2× of the prior, and β is per rank
+	// (kvselectTerms.betaAt) instead of the partition's mean pending prefills. Default true; false
+	// restores the earlier rules, for reproducing older tables.
 	RobustKVSelect bool
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
@@ -156,6 +157,8 @@ func DefaultConfig() Config {
 		AffinityQueueMS:          2000,
 		MissWorkWeight:           1,
 		EvictionWeight:           1,
+		KVPressureWeight:         1,
+		RobustKVSelect:           true,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,

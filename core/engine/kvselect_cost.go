@@ -9,17 +9,17 @@ import (
 // in milliseconds of work, with each rank's own prefill speed (speed.go), and charges a cache
 // miss for what it costs the rest of the fleet, not only the request itself:
 //
-//	prefill_ms(t) = A·t² + B·t + C           (the rank's priced model, t uncached tokens: its
-//	                learned model, or the prior when within 2× of it — with RobustKVSelect the
-//	                prior scaled to the partition's consensus when within 1.25× of that;
-//	                kvselect_speed.go)
+//	prefill_ms(t) = A·t² + B·t + C           (the rank's priced model, t uncached tokens: the
+//	                prior scaled to the partition's consensus speed when the rank's learned
+//	                speed is within 1.25× of that, its learned model otherwise; without
+//	                RobustKVSelect the prior when within 2× of it; kvselect_speed.go)
 //	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
 //	own           = prefill_ms(isl − cached)
-//	β             = min(miss_work_weight, pending prefills per rank over the partition); with
-//	                RobustKVSelect min(miss_work_weight, max(the rank's pending prefills,
-//	                    mean over ranks of min(miss_work_weight, their pending)))   (betaAt)
+//	β             = min(miss_work_weight, max(the rank's pending prefills, the mean over
+//	                ranks of min(miss_work_weight, their pending)))   (betaAt; without
+//	                RobustKVSelect the partition's pending prefills per rank, capped)
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
@@ -34,7 +34,7 @@ import (
 //
 //   - Work delays others. A prefill's uncached work holds up the prefills sharing its rank's
 //     steps and, on a saturated fleet, the requests that arrive while it runs; β counts them
-//     (betaAt: by default the partition's mean, per rank with RobustKVSelect), so the work
+//     (betaAt: per rank; the partition's mean without RobustKVSelect), so the work
 //     counts (1 + β) times. Idle fleets (β ≈ 0) route for the request's
 //     own TTFT; loaded ones value reuse more, which is what keeps an overloaded fleet from
 //     trading hits for balance until its caches thrash. Per rank, an idle rank of a fleet that
@@ -133,8 +133,7 @@ func (k *kvselectTerms) invMax() float64 {
 }
 
 // betaAt is β of a rank with pending prefills not yet complete: the requests its uncached work
-// delays (see the top of this file). By default the partition's pending prefills per rank,
-// capped at miss_work_weight; with RobustKVSelect
+// delays (see the top of this file). With RobustKVSelect (the default)
 //
 //	β = min(miss_work_weight, max(pending, saturation))
 //	saturation = mean over the partition's ranks of min(miss_work_weight, their pending)
@@ -148,7 +147,13 @@ func (k *kvselectTerms) invMax() float64 {
 // spread over the fleet: with one prefix too hot for one rank it charged every idle rank the
 // loaded fleet's (1 + β) for computing a replica, and the prefix stayed concentrated (load CV
 // up to 1.05 against Dynamo's 0.15–0.24 on sysprompt-onehot); an idle rank of an unsaturated
-// fleet now delays nobody and a replica there costs its own prefill.
+// fleet now delays nobody and a replica there costs its own prefill. Without RobustKVSelect:
+// the partition's pending prefills per rank, capped at miss_work_weight.
+//
+// Measured alternatives (README, "Robustness matrix"): saturation alone (no per-rank floor)
+// avoids one 16-worker collapse but lets the legacy model's overloaded agentic workload
+// collapse (2,128 ms mean against SGLang's 792; the per-rank rule 843) once the pressure term
+// is on; the partition mean with the pressure term collapses it too (2,097 ms).
 func (k *kvselectTerms) betaAt(pending int) float64 {
 	sat := 0.0
 	if k.ranks > 0 {

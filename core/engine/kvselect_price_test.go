@@ -79,24 +79,35 @@ func TestPriceCentralNearPriorKeepsPrior(t *testing.T) {
 // the idle fleet a prompt cached nowhere costs the same on each rank — on the fast path and on
 // the general one (before, each was priced at its own estimate and the one that learned
 // fastest drew the traffic). Config.CentralPrefillSpeed turns it on; off, the ranks' costs differ.
+//
+// The default (RobustKVSelect: consensus pricing, kvselect_speed.go) prices them alike as well;
+// the central rule is checked under the earlier prior-relative rules it was built for.
 func TestIdenticalRanksPricedAlikeWhenPriorIsOff(t *testing.T) {
-	for _, on := range []bool{true, false} {
+	for _, c := range []struct {
+		name            string
+		robust, central bool
+		alike           bool
+	}{
+		{"default (consensus)", true, false, true},
+		{"prior band, central on", false, true, true},
+		{"prior band, central off", false, false, false},
+	} {
 		// Seeds until the ranks learn distinct (quantised) speeds, so that noise is exercised.
 		exercised := false
 		for seed := uint64(5); seed < 25 && !exercised; seed++ {
-			exercised = identicalRanksPricedAlike(t, on, seed)
+			exercised = identicalRanksPricedAlike(t, c.name, c.robust, c.central, c.alike, seed)
 		}
 		if !exercised {
-			t.Fatalf("central pricing %v: in every seed the ranks learned the same speed", on)
+			t.Fatalf("%s: in every seed the ranks learned the same speed", c.name)
 		}
 	}
 }
 
 // identicalRanksPricedAlike runs one seed; it reports false, checking nothing, when every rank
 // learned the same speed.
-func identicalRanksPricedAlike(t *testing.T, on bool, seed uint64) bool {
+func identicalRanksPricedAlike(t *testing.T, name string, robust, central, want bool, seed uint64) bool {
 	cfg := KVSelectDefaults()
-	cfg.CentralPrefillSpeed = on
+	cfg.RobustKVSelect, cfg.CentralPrefillSpeed = robust, central
 	e := newEngine(t, &cfg)
 	mustUpsert(t, e, spec(1, dp(0, 3), func(s *WorkerSpec) { s.BlockSize = ptr(uint32(16)) }))
 	prior := cfg.priorSpeed(0)
@@ -137,8 +148,8 @@ func identicalRanksPricedAlike(t *testing.T, on bool, seed uint64) bool {
 		if len(costs) != 3 {
 			t.Fatalf("%d costs, want 3", len(costs))
 		}
-		if alike := costs[0] == costs[1] && costs[1] == costs[2]; alike != on {
-			t.Errorf("central pricing %v, fast path %v: idle identical ranks cost %v, alike %v (speeds %+v)", on, fast, costs, alike, rows)
+		if alike := costs[0] == costs[1] && costs[1] == costs[2]; alike != want {
+			t.Errorf("%s, fast path %v: idle identical ranks cost %v, alike %v (speeds %+v)", name, fast, costs, alike, rows)
 		}
 	}
 	return true

@@ -29,8 +29,8 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // straddling the band's edge (1.93–2.99 against a band of 2), some ranks were priced at the
 // prior and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic
 // workload's tail to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no
-// rank's speed known, every rank is priced at the prior. Without RobustKVSelect (the default
-// for now) kvselectTerms.price applies its own band (kvselect_cost.go).
+// rank's speed known, every rank is priced at the prior. RobustKVSelect is the default; without
+// it kvselectTerms.price applies the earlier prior-relative band (kvselect_cost.go).
 
 // consensusBand is the factor, around the partition's consensus, within which a rank's learned
 // speed is not acted on (see above): above the estimator's steady-state error (within 10 % of

@@ -2,9 +2,9 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPressureConfig is kvselect's default policy with the two opt-in terms of its cost on:
-// the pinned-KV pressure term at its principled weight (kv_pressure_weight 1: overflow priced as
-// recompute) and the decode term at the physics-derived ratio for an 8B-class model on one
+// KVSelectPressureConfig is kvselect's default policy with both extra terms of its cost on:
+// the pinned-KV pressure term at its principled weight (kv_pressure_weight 1, the default:
+// overflow priced as recompute) and the decode term at the physics-derived ratio for an 8B-class model on one
 // H100 (decode_context_weight 1e-3). See core/engine/kvselect_pressure.go, kvselect_decode.go
 // and README, "Pinned-KV pressure and decode load".
 func KVSelectPressureConfig() engine.Config {
@@ -13,11 +13,12 @@ func KVSelectPressureConfig() engine.Config {
 	return c
 }
 
-// KVSelectRobustConfig is kvselect's policy with RobustKVSelect (learned speed priced against
-// the partition's consensus, β per rank) and the pinned-KV pressure term at weight 1: the
-// candidate measured in README ("Robustness matrix"), not yet the default.
-func KVSelectRobustConfig() engine.Config {
+// KVSelectPreviousConfig is kvselect's policy before RobustKVSelect and the pressure term became
+// the default (learned speed priced within 2× of the prior, β the partition's mean pending
+// prefills, no pressure term): the baseline of the older tables in README and
+// cmd/kvselect-matrix/results.
+func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
-	c.KVPressureWeight, c.RobustKVSelect = 1, true
+	c.KVPressureWeight, c.RobustKVSelect = 0, false
 	return c
 }

@@ -18,15 +18,15 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-pressure with the pinned-KV pressure and decode terms on
-//	                (KVSelectPressureConfig), kvselect-central with identical ranks priced at
-//	                the partition's central learned speed (engine.Config.CentralPrefillSpeed),
-//	                kvselect-robust with consensus speed pricing, per-rank β and the pressure
-//	                term (KVSelectRobustConfig)
+//	                kvselect-pressure with the decode term on as well (KVSelectPressureConfig),
+//	                kvselect-previous the default before consensus speed pricing, per-rank β and
+//	                the pressure term (KVSelectPreviousConfig), kvselect-central that with
+//	                identical ranks priced at the partition's central learned speed
+//	                (engine.Config.CentralPrefillSpeed)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-robust"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-previous"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -47,7 +47,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-robust":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-previous":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -58,10 +58,10 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectAgingConfig()
 		case "kvselect-pressure":
 			ec = KVSelectPressureConfig()
-		case "kvselect-robust":
-			ec = KVSelectRobustConfig()
+		case "kvselect-previous":
+			ec = KVSelectPreviousConfig()
 		case "kvselect-central":
-			ec = KVSelectConfig()
+			ec = KVSelectPreviousConfig()
 			ec.CentralPrefillSpeed = true
 		}
 		sp, capacity, err := cfg.spec()
