@@ -304,17 +304,24 @@ func (e *Engine) stepMS() float64 {
 
 // CachedPrefix implements Worker.
 func (e *Engine) CachedPrefix(blocks []uint64, prompt int) int {
-	limit := min(len(blocks), prompt/e.bs, max(0, prompt-1)/e.bs)
+	return cachedPrefix(blocks, prompt, e.bs, func(k uint64) bool { _, ok := e.cache.entries[k]; return ok })
+}
+
+// cachedPrefix is the tokens of the leading run of blocks whose chained keys cache holds (both
+// engine models): whole blocks only, and never the prompt's last token (one is always
+// computed).
+func cachedPrefix(blocks []uint64, prompt, bs int, cached func(key uint64) bool) int {
+	limit := min(len(blocks), prompt/bs, max(0, prompt-1)/bs)
 	k := uint64(rootKey)
 	n := 0
 	for _, id := range blocks[:limit] {
 		k = chainKey(k, id)
-		if _, ok := e.cache.entries[k]; !ok {
+		if !cached(k) {
 			break
 		}
 		n++
 	}
-	return n * e.bs
+	return n * bs
 }
 
 // Stats implements Worker.

@@ -422,17 +422,7 @@ func (e *SGLang) ResetPrefixCache() bool {
 
 // CachedPrefix implements Worker.
 func (e *SGLang) CachedPrefix(blocks []uint64, prompt int) int {
-	limit := min(len(blocks), prompt/e.bs, max(0, prompt-1)/e.bs)
-	k := uint64(rootKey)
-	n := 0
-	for _, id := range blocks[:limit] {
-		k = chainKey(k, id)
-		if _, ok := e.cache.nodes[k]; !ok {
-			break
-		}
-		n++
-	}
-	return n * e.bs
+	return cachedPrefix(blocks, prompt, e.bs, func(k uint64) bool { _, ok := e.cache.nodes[k]; return ok })
 }
 
 // Stats implements Worker. UsedBlocks and KVUsage count the tokens requests hold (private

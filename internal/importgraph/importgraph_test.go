@@ -3,7 +3,10 @@ package importgraph
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -39,7 +42,13 @@ func deps(t *testing.T, pattern string) map[string][]string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go tool on PATH")
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, serr := os.Stat(goTool); serr != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("no go tool on PATH or in GOROOT (CI=true): the layering rules cannot be checked")
+			}
+			t.Skip("no go tool on PATH or in GOROOT")
+		}
 	}
 	out, err := exec.Command(goTool, "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, pattern).Output()
 	if err != nil {
