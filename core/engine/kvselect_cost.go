@@ -93,8 +93,8 @@ const speedDeadband = 2
 // kvselectTerms holds the per-selection invariants of the kvselect policy; costOf evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
 //
-// Invariant: observeRank is called for every rank of the partition, and observeEntries for
-// every rank when the eviction term is on, before costOf.
+// Invariant: observeRank is called for every rank of the partition (or observeTracker once),
+// and observeEntries for every rank when the eviction term is on, before costOf.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
@@ -104,11 +104,13 @@ type kvselectTerms struct {
 	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
 	// sumB and nB accumulate the ranks' per-token costs (kvselect_speed.go); busy sums the
-	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt).
-	sumB  float64
-	nB    int
-	busy  float64
-	ranks int
+	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt), busyRanks
+	// counts the ranks with one or more (kvselect_partition.go).
+	sumB      float64
+	nB        int
+	busy      float64
+	busyRanks int
+	ranks     int
 	// pending is the partition's pending prefills (β's mean without RobustKVSelect).
 	pending float64
 }

@@ -38,18 +38,6 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
 const consensusBand = 1.25
 
-// observeRank takes one rank's learned (or prior) model into the partition's consensus and its
-// pending prefills into the partition's saturation (betaAt, kvselect_cost.go).
-func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
-	k.busy += min(k.w.missWork, float64(pending))
-	k.pending += float64(pending)
-	k.ranks++
-	if sp.B > 0 {
-		k.sumB += sp.B
-		k.nB++
-	}
-}
-
 // consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
 // learning on.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {

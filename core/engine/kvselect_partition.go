@@ -1,0 +1,67 @@
+package engine
+
+import "github.com/kvselect/kvselect/core/engine/load"
+
+// The partition aggregates of the kvselect policy: what every rank's cost is priced against
+// besides its own load. The consensus speed (kvselect_speed.go) needs the sum and count of the
+// ranks' positive per-token costs B, the saturation (betaAt, kvselect_cost.go) the sum over
+// ranks of min(miss_work_weight, pending prefills), the earlier β (without RobustKVSelect) the
+// partition's pending prefills.
+//
+// Two ways to fill them, bit for bit equal on the same partition (TestFastPathDifferential and
+// TestKVSelectAggregatesMatchScan compare them):
+//
+//   - observeRank, once per rank in candidate order (the general path, kvselectCosts, over its
+//     scored records);
+//   - observeTracker, once per selection from the load tracker's maintained aggregates
+//     (load/aggregate.go), in O(1) (the fast path, kvselectPolicy.fast).
+//
+// The saturation sum with miss_work_weight c in [0, 1] (the default is 1) is c × (ranks with a
+// pending prefill) in both: pending counts are integers, so each rank adds c or 0. That product
+// is rounded once, where the earlier left-to-right sum of c's rounded at every step: the two
+// agree for any c whose multiples are exact (1, 0.5, 0.25, ...) and may differ in the last bit
+// otherwise. Above 1 (a per-request router_config_override may set it) the sum is taken by a
+// scan in rank order, on both paths.
+
+// observeRank takes one rank's learned (or prior) model into the partition's consensus and its
+// pending prefills into the partition's saturation and pending count.
+func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
+	k.pending += float64(pending)
+	k.ranks++
+	if c := k.w.missWork; 0 <= c && c <= 1 {
+		if pending > 0 {
+			k.busyRanks++
+			k.busy = c * float64(k.busyRanks)
+		}
+	} else {
+		k.busy += min(c, float64(pending))
+	}
+	if sp.B > 0 {
+		k.sumB += sp.B
+		k.nB++
+	}
+}
+
+// observeTracker is observeRank for every owner of tr in ordinal order, which must be the
+// partition's candidates (partition.ordinalsValid; the fast path's precondition): the consensus
+// sum from Tracker.SpeedSum, the pending count from Tracker.PendingPrefills (the float sum of
+// integers observeRank adds is exact), the saturation from Tracker.BusyOwners, or by a scan of
+// the pending counts when miss_work_weight is above 1.
+//
+// It replaces a pass over every rank that read its counters and speed before the cost pass
+// read them again. BenchmarkSelectMooncake (integration/sim), main 021ee16 against this,
+// 8 interleaved runs, benchstat: see the commit adding this function for the full tables.
+func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
+	k.ranks = tr.Owners()
+	k.pending = float64(tr.PendingPrefills())
+	k.sumB, k.nB = tr.SpeedSum()
+	if c := k.w.missWork; 0 <= c && c <= 1 {
+		k.busyRanks = tr.BusyOwners()
+		k.busy = c * float64(k.busyRanks)
+		return
+	}
+	for i := range k.ranks {
+		_, _, _, pending, _ := tr.CountersAt(i)
+		k.busy += min(k.w.missWork, float64(pending))
+	}
+}
