@@ -113,6 +113,13 @@ type kvselectTerms struct {
 	ranks     int
 	// pending is the partition's pending prefills (β's mean without RobustKVSelect).
 	pending float64
+	// Derived from the above by settle after every observation (kvselect_partition.go), so that
+	// costOf divides nothing per rank: betaAt's saturation and mean, and consensusPrice's model,
+	// band edge and whether there is a consensus.
+	sat, mean   float64
+	consensus   load.SpeedModel
+	consensusHi float64
+	agreed      bool
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -157,14 +164,10 @@ func (k *kvselectTerms) invMax() float64 {
 // collapse (2,128 ms mean against SGLang's 792; the per-rank rule 843) once the pressure term
 // is on; the partition mean with the pressure term collapses it too (2,097 ms).
 func (k *kvselectTerms) betaAt(pending int) float64 {
-	sat := 0.0
-	if k.ranks > 0 {
-		sat = k.busy / float64(k.ranks)
-	}
 	if !k.w.robust {
-		return min(k.w.missWork, k.pending/max(1, float64(k.ranks)))
+		return min(k.w.missWork, k.mean)
 	}
-	return min(k.w.missWork, max(float64(pending), sat))
+	return min(k.w.missWork, max(float64(pending), k.sat))
 }
 
 // price is the speed model a rank whose learned (or prior) model is sp is priced with. The

@@ -40,6 +40,7 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 		k.sumB += sp.B
 		k.nB++
 	}
+	k.settle()
 }
 
 // observeTracker is observeRank for every owner of tr in ordinal order, which must be the
@@ -58,10 +59,30 @@ func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 	if c := k.w.missWork; 0 <= c && c <= 1 {
 		k.busyRanks = tr.BusyOwners()
 		k.busy = c * float64(k.busyRanks)
-		return
+	} else {
+		for i := range k.ranks {
+			_, _, _, pending, _ := tr.CountersAt(i)
+			k.busy += min(c, float64(pending))
+		}
 	}
-	for i := range k.ranks {
-		_, _, _, pending, _ := tr.CountersAt(i)
-		k.busy += min(k.w.missWork, float64(pending))
+	k.settle()
+}
+
+// settle recomputes the values derived from the aggregates, once per observation (once per
+// selection on the fast path) instead of once per rank in costOf: betaAt's saturation busy/ranks
+// and mean pending/ranks, and consensusPrice's consensus B̄ = sumB/nB with its band edge
+// consensusBand·B̄ and the prior scaled to it. The operations and operands are those the cost
+// used to evaluate per rank, so the costs are bit for bit unchanged.
+func (k *kvselectTerms) settle() {
+	w := &k.w
+	k.sat, k.mean = 0, k.pending/max(1, float64(k.ranks))
+	if k.ranks > 0 {
+		k.sat = k.busy / float64(k.ranks)
+	}
+	k.agreed = k.nB > 0 && w.modelB > 0
+	if k.agreed {
+		ref := k.sumB / float64(k.nB)
+		s := ref / w.modelB
+		k.consensus, k.consensusHi = load.SpeedModel{A: w.modelA * s, B: ref, C: w.modelC * s}, consensusBand*ref
 	}
 }

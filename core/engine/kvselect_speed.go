@@ -40,16 +40,15 @@ const consensusBand = 1.25
 
 // consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
 // learning on.
+// The consensus B̄ = sumB/nB, its band edge and the prior scaled to it are computed once per
+// selection (settle, kvselect_partition.go): no rank is known (nB = 0) or the prior has no
+// per-token cost, and there is no consensus (agreed false).
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
-	w := &k.w
-	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
-	if k.nB == 0 || !(w.modelB > 0) {
-		return prior
+	if !k.agreed {
+		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
 	}
-	ref, band := k.sumB/float64(k.nB), consensusBand
-	if sp.B < band*ref && float64(sp.B*band) > ref {
-		s := ref / w.modelB
-		return load.SpeedModel{A: prior.A * s, B: ref, C: prior.C * s}
+	if sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B {
+		return k.consensus
 	}
 	return sp
 }
