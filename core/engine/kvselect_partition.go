@@ -50,8 +50,14 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 // the pending counts when miss_work_weight is above 1.
 //
 // It replaces a pass over every rank that read its counters and speed before the cost pass
-// read them again. BenchmarkSelectMooncake (integration/sim), main 021ee16 against this,
-// 8 interleaved runs, benchstat: see the commit adding this function for the full tables.
+// read them again; with settle it is most of what the RobustKVSelect default had added to a
+// selection. Measured with settle (2-core shared machine, 14 interleaved runs each, benchstat
+// medians, main 021ee16 → this): BenchmarkSelectMooncake (integration/sim) p50 at 8 / 64 / 256
+// workers 1.38 → 1.31 µs (−5 %), 2.87 → 2.47 µs (−14 %), 7.70 → 6.24 µs (−19 %), thread CPU
+// per selection 1.77 → 1.71 µs (~), 3.38 → 2.98 µs (−12 %), 8.63 → 6.88 µs (−20 %), below the
+// pre-RobustKVSelect configuration on main (p50 1.40 / 2.82 / 7.38 µs); BenchmarkFastSteps/
+// kvselect_cost (this pass and the cost loop, 512 ranks) 21.1 → 16.7 µs (−21 %),
+// BenchmarkSelectPaths fast-kvselect select thread CPU 30.5 → 26.2 µs (−14 %).
 func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 	k.ranks = tr.Owners()
 	k.pending = float64(tr.PendingPrefills())
