@@ -39,10 +39,10 @@ import "github.com/kvselect/kvselect/core/engine/load"
 const consensusBand = 1.25
 
 // consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
-// learning on.
-// The consensus B̄ = sumB/nB, its band edge and the prior scaled to it are computed once per
-// selection (settle, kvselect_partition.go): no rank is known (nB = 0) or the prior has no
-// per-token cost, and there is no consensus (agreed false).
+// learning on. The consensus B̄ = sumB/nB, its band edge and the prior scaled to it are
+// computed once per selection (settle, kvselect_partition.go); when no rank's speed is known
+// (nB = 0) or the prior has no per-token cost there is no consensus (agreed false) and sp is
+// priced at the prior.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
 	if !k.agreed {
 		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
