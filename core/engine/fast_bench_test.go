@@ -117,6 +117,24 @@ func BenchmarkFastSteps(b *testing.B) {
 			}
 		}
 	})
+	// kvselect's cost pass (kvselectPolicy.fast: partition aggregates, then every rank's cost and
+	// the fused pick) on the index match and booked prefix chooseFast left behind.
+	b.Run("kvselect_cost", func(b *testing.B) {
+		e.cfg.Policy = PolicyKVSelect
+		wk := e.weightsFor(nil)
+		e.cfg.Policy = PolicyDynamo
+		fs := &e.scratch.fast
+		s := &selection{p: p, w: wk}
+		if err := e.chooseFast(s, nil, false, BusyRule{}, false); err != nil { // sizes the scratch
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			s.norm = norms[i%len(norms)]
+			fs.mask, fs.draw, fs.pick = nil, true, argmin{best: -1, rng: e.rng}
+			wk.policy.fast(e, s)
+		}
+	})
 	b.Run("pick", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {

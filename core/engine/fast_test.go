@@ -314,9 +314,12 @@ func (tw *twin) run(steps int) {
 			ra, ea := tw.fast.Reserve(req, tw.now)
 			rb, eb := tw.full.Reserve(req, tw.now)
 			tw.same(step, "reserve", ra, rb, ea, eb)
-		case op < 82:
+		case op < 79:
 			id := tw.id()
 			tw.same(step, "prefill_complete", nil, nil, tw.fast.PrefillComplete(id), tw.full.PrefillComplete(id))
+		case op < 82: // timed: teaches the rank's speed (the kvselect policy's consensus moves)
+			id := tw.id()
+			tw.same(step, "prefill_complete_at", nil, nil, tw.fast.PrefillCompleteAt(id, tw.now), tw.full.PrefillCompleteAt(id, tw.now))
 		case op < 86:
 			id := tw.id()
 			f := ptr(0.5)
@@ -389,6 +392,10 @@ func differentialConfigs() map[string]func(*Config) {
 	return map[string]func(*Config){
 		"dynamo":   func(*Config) {},
 		"kvselect": func(c *Config) { *c = KVSelectDefaults() },
+		// miss_work_weight not dyadic (the saturation's product must match on both paths), and
+		// above 1 (the saturation is then scanned; kvselect_partition.go).
+		"kvselect_odd_miss_work":  func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 0.3 },
+		"kvselect_high_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 2.5 },
 		"kvselect_tiers": func(c *Config) {
 			*c = KVSelectDefaults()
 			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 0.3

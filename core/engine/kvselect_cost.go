@@ -93,8 +93,8 @@ const speedDeadband = 2
 // kvselectTerms holds the per-selection invariants of the kvselect policy; costOf evaluates one
 // rank. The fast path (fast.go) and kvselectCosts share it, so both compute bit-identical costs.
 //
-// Invariant: observeRank is called for every rank of the partition, and observeEntries for
-// every rank when the eviction term is on, before costOf.
+// Invariant: observeRank is called for every rank of the partition (or observeTracker once),
+// and observeEntries for every rank when the eviction term is on, before costOf.
 type kvselectTerms struct {
 	w   weights
 	bs  float64
@@ -104,13 +104,22 @@ type kvselectTerms struct {
 	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
 	// sumB and nB accumulate the ranks' per-token costs (kvselect_speed.go); busy sums the
-	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt).
-	sumB  float64
-	nB    int
-	busy  float64
-	ranks int
+	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt), busyRanks
+	// counts the ranks with one or more (kvselect_partition.go).
+	sumB      float64
+	nB        int
+	busy      float64
+	busyRanks int
+	ranks     int
 	// pending is the partition's pending prefills (β's mean without RobustKVSelect).
 	pending float64
+	// Derived from the above by settle after every observation (kvselect_partition.go), so that
+	// costOf divides nothing per rank: betaAt's saturation and mean, and consensusPrice's model,
+	// band edge and whether there is a consensus.
+	sat, mean   float64
+	consensus   load.SpeedModel
+	consensusHi float64
+	agreed      bool
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -155,14 +164,10 @@ func (k *kvselectTerms) invMax() float64 {
 // collapse (2,128 ms mean against SGLang's 792; the per-rank rule 843) once the pressure term
 // is on; the partition mean with the pressure term collapses it too (2,097 ms).
 func (k *kvselectTerms) betaAt(pending int) float64 {
-	sat := 0.0
-	if k.ranks > 0 {
-		sat = k.busy / float64(k.ranks)
-	}
 	if !k.w.robust {
-		return min(k.w.missWork, k.pending/max(1, float64(k.ranks)))
+		return min(k.w.missWork, k.mean)
 	}
-	return min(k.w.missWork, max(float64(pending), sat))
+	return min(k.w.missWork, max(float64(pending), k.sat))
 }
 
 // price is the speed model a rank whose learned (or prior) model is sp is priced with. The

@@ -38,30 +38,17 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
 const consensusBand = 1.25
 
-// observeRank takes one rank's learned (or prior) model into the partition's consensus and its
-// pending prefills into the partition's saturation (betaAt, kvselect_cost.go).
-func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
-	k.busy += min(k.w.missWork, float64(pending))
-	k.pending += float64(pending)
-	k.ranks++
-	if sp.B > 0 {
-		k.sumB += sp.B
-		k.nB++
-	}
-}
-
 // consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
-// learning on.
+// learning on. The consensus B̄ = sumB/nB, its band edge and the prior scaled to it are
+// computed once per selection (settle, kvselect_partition.go); when no rank's speed is known
+// (nB = 0) or the prior has no per-token cost there is no consensus (agreed false) and sp is
+// priced at the prior.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
-	w := &k.w
-	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
-	if k.nB == 0 || !(w.modelB > 0) {
-		return prior
+	if !k.agreed {
+		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
 	}
-	ref, band := k.sumB/float64(k.nB), consensusBand
-	if sp.B < band*ref && float64(sp.B*band) > ref {
-		s := ref / w.modelB
-		return load.SpeedModel{A: prior.A * s, B: ref, C: prior.C * s}
+	if sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B {
+		return k.consensus
 	}
 	return sp
 }

@@ -90,6 +90,9 @@ func (t *Tracker) Add(b Booking) error {
 	st.startStretch(b.PrefillTokens, b.AdmittedAt)
 	st.prefill += b.PrefillTokens
 	if b.PrefillTokens > 0 {
+		if st.pending == 0 {
+			t.busy++
+		}
 		t.pending++
 		st.pending++
 		st.squares += square(b.PrefillTokens)
@@ -142,6 +145,9 @@ func (t *Tracker) dropPrefill(st *ownerState, tokens uint64) {
 	st.pending--
 	st.squares -= square(tokens)
 	t.pending--
+	if st.pending == 0 {
+		t.busy--
+	}
 }
 
 // OutputBlock appends one output block of weight 1 to the booking. With

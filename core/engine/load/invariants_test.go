@@ -41,6 +41,9 @@ func (t *Tracker) checkInvariants() error {
 	if pend != t.PendingPrefills() {
 		return fmt.Errorf("PendingPrefills %d, owners' sum %d", t.PendingPrefills(), pend)
 	}
+	if err := t.checkAggregates(); err != nil {
+		return err
+	}
 
 	// Bookings: walk every live booking's path, counting references.
 	type key struct{ node, slot uint32 }

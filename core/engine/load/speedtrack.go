@@ -79,12 +79,6 @@ func (t *Tracker) SetSpeedPrior(o kvwire.Owner, m SpeedModel) {
 	t.publishSpeed(slot)
 }
 
-// publishSpeed copies slot's current model into the ordinal-indexed speeds.
-func (t *Tracker) publishSpeed(slot uint32) {
-	t.speeds[t.ord[slot]] = t.owners[slot].speed.est.cur
-	t.central.fresh = false
-}
-
 // Speed returns o's learned speed; an unknown owner has the zero estimate.
 func (t *Tracker) Speed(o kvwire.Owner) SpeedEstimate {
 	slot, ok := t.slots[o]

@@ -39,13 +39,16 @@ type Tracker struct {
 	// scratch is reused by Expire.
 	scratch []uint32
 
-	// pending is the sum of every owner's pending prefills (PendingPrefills).
+	// pending is the sum of every owner's pending prefills (PendingPrefills), busy the number of
+	// owners with at least one (BusyOwners; aggregate.go).
 	pending int
+	busy    int
 
 	// defaultSpeed is the prior speed model of owners added from now on (SetDefaultSpeed).
 	defaultSpeed SpeedModel
-	// central caches CentralSpeed (speed_central.go).
-	central centralSpeed
+	// central caches CentralSpeed (speed_central.go), speedSum SpeedSum (aggregate.go).
+	central  centralSpeed
+	speedSum speedSum
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already

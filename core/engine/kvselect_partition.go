@@ -1,0 +1,94 @@
+package engine
+
+import "github.com/kvselect/kvselect/core/engine/load"
+
+// The partition aggregates of the kvselect policy: what every rank's cost is priced against
+// besides its own load. The consensus speed (kvselect_speed.go) needs the sum and count of the
+// ranks' positive per-token costs B, the saturation (betaAt, kvselect_cost.go) the sum over
+// ranks of min(miss_work_weight, pending prefills), the earlier β (without RobustKVSelect) the
+// partition's pending prefills.
+//
+// Two ways to fill them, bit for bit equal on the same partition (TestFastPathDifferential and
+// TestKVSelectAggregatesMatchScan compare them):
+//
+//   - observeRank, once per rank in candidate order (the general path, kvselectCosts, over its
+//     scored records);
+//   - observeTracker, once per selection from the load tracker's maintained aggregates
+//     (load/aggregate.go), in O(1) (the fast path, kvselectPolicy.fast).
+//
+// The saturation sum with miss_work_weight c in [0, 1] (the default is 1) is c × (ranks with a
+// pending prefill) in both: pending counts are integers, so each rank adds c or 0. That product
+// is rounded once, where the earlier left-to-right sum of c's rounded at every step: the two
+// agree for any c whose multiples are exact (1, 0.5, 0.25, ...) and may differ in the last bit
+// otherwise. Above 1 (a per-request router_config_override may set it) the sum is taken by a
+// scan in rank order, on both paths.
+
+// observeRank takes one rank's learned (or prior) model into the partition's consensus and its
+// pending prefills into the partition's saturation and pending count.
+func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
+	k.pending += float64(pending)
+	k.ranks++
+	if c := k.w.missWork; 0 <= c && c <= 1 {
+		if pending > 0 {
+			k.busyRanks++
+			k.busy = c * float64(k.busyRanks)
+		}
+	} else {
+		k.busy += min(c, float64(pending))
+	}
+	if sp.B > 0 {
+		k.sumB += sp.B
+		k.nB++
+	}
+	k.settle()
+}
+
+// observeTracker is observeRank for every owner of tr in ordinal order, which must be the
+// partition's candidates (partition.ordinalsValid; the fast path's precondition): the consensus
+// sum from Tracker.SpeedSum, the pending count from Tracker.PendingPrefills (the float sum of
+// integers observeRank adds is exact), the saturation from Tracker.BusyOwners, or by a scan of
+// the pending counts when miss_work_weight is above 1.
+//
+// It replaces a pass over every rank that read its counters and speed before the cost pass
+// read them again; with settle it is most of what the RobustKVSelect default had added to a
+// selection. Measured with settle (2-core shared machine, 14 interleaved runs each, benchstat
+// medians, main 021ee16 → this): BenchmarkSelectMooncake (integration/sim) p50 at 8 / 64 / 256
+// workers 1.38 → 1.31 µs (−5 %), 2.87 → 2.47 µs (−14 %), 7.70 → 6.24 µs (−19 %), thread CPU
+// per selection 1.77 → 1.71 µs (~), 3.38 → 2.98 µs (−12 %), 8.63 → 6.88 µs (−20 %), below the
+// pre-RobustKVSelect configuration on main (p50 1.40 / 2.82 / 7.38 µs); BenchmarkFastSteps/
+// kvselect_cost (this pass and the cost loop, 512 ranks) 21.1 → 16.7 µs (−21 %),
+// BenchmarkSelectPaths fast-kvselect select thread CPU 30.5 → 26.2 µs (−14 %).
+func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
+	k.ranks = tr.Owners()
+	k.pending = float64(tr.PendingPrefills())
+	k.sumB, k.nB = tr.SpeedSum()
+	if c := k.w.missWork; 0 <= c && c <= 1 {
+		k.busyRanks = tr.BusyOwners()
+		k.busy = c * float64(k.busyRanks)
+	} else {
+		for i := range k.ranks {
+			_, _, _, pending, _ := tr.CountersAt(i)
+			k.busy += min(c, float64(pending))
+		}
+	}
+	k.settle()
+}
+
+// settle recomputes the values derived from the aggregates, once per observation (once per
+// selection on the fast path) instead of once per rank in costOf: betaAt's saturation busy/ranks
+// and mean pending/ranks, and consensusPrice's consensus B̄ = sumB/nB with its band edge
+// consensusBand·B̄ and the prior scaled to it. The operations and operands are those the cost
+// used to evaluate per rank, so the costs are bit for bit unchanged.
+func (k *kvselectTerms) settle() {
+	w := &k.w
+	k.sat, k.mean = 0, k.pending/max(1, float64(k.ranks))
+	if k.ranks > 0 {
+		k.sat = k.busy / float64(k.ranks)
+	}
+	k.agreed = k.nB > 0 && w.modelB > 0
+	if k.agreed {
+		ref := k.sumB / float64(k.nB)
+		s := ref / w.modelB
+		k.consensus, k.consensusHi = load.SpeedModel{A: w.modelA * s, B: ref, C: w.modelC * s}, consensusBand*ref
+	}
+}
