@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/kvselect/kvselect/bus"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Tests of bus authentication against real embedded servers with kvselect's authenticator.
@@ -179,7 +181,10 @@ func TestAuthEmbeddedClusterRoutes(t *testing.T) {
 	opts := func(routes ...string) Options {
 		return Options{ClusterName: "kv", ClusterListen: "127.0.0.1:0", ClusterRoutes: routes, Auth: af, AuthCluster: "it"}
 	}
-	s1 := startServer(t, opts())
+	h := &recordHandler{}
+	s1opts := opts()
+	s1opts.Logger = slog.New(h)
+	s1 := startServer(t, s1opts)
 	s2 := startServer(t, opts(s1.ClusterURL()))
 	waitFor(t, func() error {
 		if s1.NumRoutes() < 1 || s2.NumRoutes() < 1 {
@@ -198,22 +203,48 @@ func TestAuthEmbeddedClusterRoutes(t *testing.T) {
 		}
 		return nil
 	})
-	// A server with no auth file (no route password) is refused by s1: s1 never registers a
-	// route to it. (The intruder's own side may count a route for the instant between s1's
-	// INFO and s1 closing the connection, so s1's route table is what is checked.)
-	intruder := startServer(t, Options{ClusterName: "kv", ClusterListen: "127.0.0.1:0", ClusterRoutes: []string{s1.ClusterURL()}})
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	// s1's route table is the probe: a server s1 admits appears there under its server ID, one
+	// it refuses never does. (The refused server's own side may count a route for the instant
+	// between s1's INFO and s1 closing the connection, so s1's table is what is checked.)
+	routedToS1 := func(e *Server) bool {
+		t.Helper()
 		rz, err := s1.Server().Routez(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rz.Routes {
-			if r.RemoteID == intruder.Server().ID() {
-				t.Fatal("a server without the route password joined the cluster")
+			if r.RemoteID == e.Server().ID() {
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}
+	// A member with the route password and an intruder with no auth file (no route password)
+	// dial s1 at the same time. Positive control: the member shows up in s1's table, so the
+	// probe does see the routes s1 admits. The intruder must be seen refused, not merely absent
+	// (it might not have dialled yet): s1 logs an authentication error for each route
+	// connection it refuses, and only the intruder lacks the password.
+	refusals := func() int { return h.countMessages("rid:", "authentication error") }
+	start := time.Now()
+	member := startServer(t, opts(s1.ClusterURL()))
+	intruder := startServer(t, Options{ClusterName: "kv", ClusterListen: "127.0.0.1:0", ClusterRoutes: []string{s1.ClusterURL()}})
+	poll.True(t, poll.Generous, "s1 to admit the member and refuse the intruder", func() bool {
+		if routedToS1(intruder) {
+			t.Fatal("a server without the route password joined the cluster")
+		}
+		return routedToS1(member) && refusals() > 0
+	})
+	// The refusal then holds for as long again as the member needed to join.
+	window := time.Since(start)
+	tick := time.NewTicker(poll.DefaultInterval)
+	defer tick.Stop()
+	for end := time.Now().Add(window); time.Now().Before(end); <-tick.C {
+		if routedToS1(intruder) {
+			t.Fatal("a server without the route password joined the cluster after being refused")
+		}
+		if !routedToS1(member) {
+			t.Fatal("the member's route went away")
+		}
 	}
 }
 

@@ -172,15 +172,18 @@ func TestEmbeddedListenAndLog(t *testing.T) {
 	})
 }
 
+// recordHandler keeps every record's attributes and message (safe for concurrent use).
 type recordHandler struct {
 	mu    sync.Mutex
 	attrs []string
+	msgs  []string
 }
 
 func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
 	r.Attrs(func(a slog.Attr) bool { h.attrs = append(h.attrs, a.String()); return true })
 	return nil
 }
@@ -193,6 +196,23 @@ func (h *recordHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return h
 }
 func (h *recordHandler) WithGroup(string) slog.Handler { return h }
+
+// countMessages returns how many recorded messages contain every one of parts.
+func (h *recordHandler) countMessages(parts ...string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+next:
+	for _, m := range h.msgs {
+		for _, p := range parts {
+			if !strings.Contains(m, p) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
 func (h *recordHandler) sawComponent(c string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -63,7 +63,7 @@ func sampleJSON(t reflect.Type) string {
 		return `{"k":` + sampleJSON(t.Elem()) + "}"
 	case reflect.Struct:
 		var parts []string
-		for name, ft := range refFields(t) {
+		for name, ft := range jsonFields(t) {
 			parts = append(parts, strconv.Quote(name)+":"+sampleJSON(ft))
 		}
 		slices.Sort(parts)

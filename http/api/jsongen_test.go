@@ -126,7 +126,7 @@ func (g *bodyGen) value(t reflect.Type, depth int) {
 // object writes some of struct t's fields, with case-mangled, escaped, duplicated and unknown
 // keys mixed in.
 func (g *bodyGen) object(t reflect.Type, depth int) {
-	fields := refFields(t)
+	fields := jsonFields(t)
 	names := make([]string, 0, len(fields))
 	for n := range fields {
 		names = append(names, n)

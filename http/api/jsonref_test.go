@@ -4,8 +4,10 @@ package api
 // pre-pass that knows each struct's fields by reflection. The pre-pass walks the body with
 // encoding/json's own tokenizer, drops members whose key matches no field exactly (so
 // encoding/json's case-insensitive fallback never sees them) and flags a field that appears
-// twice; encoding/json then decodes what is left. It shares no code with the decoder under
-// test, and it is slow, which does not matter here.
+// twice; encoding/json then decodes what is left. It shares no decoding code with the decoder
+// under test, only the field table (jsonFields, read from the json tags), which the every-field
+// binding test (TestEveryFieldBinds) checks against the decoder's own struct binding. It is
+// slow, which does not matter here.
 
 import (
 	"bytes"
@@ -112,7 +114,7 @@ func refWalk(dec *json.Decoder, t reflect.Type, out *bytes.Buffer) (dup bool, er
 		// type, which encoding/json will reject) everything as is.
 		var fields map[string]reflect.Type
 		if t != nil && t.Kind() == reflect.Struct {
-			fields = refFields(t)
+			fields = jsonFields(t)
 		}
 		seen := map[string]bool{}
 		out.WriteByte('{')
@@ -167,31 +169,6 @@ func refWalk(dec *json.Decoder, t reflect.Type, out *bytes.Buffer) (dup bool, er
 		out.Write(b)
 	}
 	return false, nil
-}
-
-// refFields returns the JSON fields of struct type t (promoting untagged embedded structs, as
-// encoding/json does) with their types.
-func refFields(t reflect.Type) map[string]reflect.Type {
-	m := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			for k, v := range refFields(f.Type) {
-				m[k] = v
-			}
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		m[name] = f.Type
-	}
-	return m
 }
 
 // compareDecode decodes body with table t and with the reference, and reports any difference
