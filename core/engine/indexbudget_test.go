@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/kvselect/kvselect/kvwire"
@@ -61,5 +62,34 @@ func TestIndexBudgetFlood(t *testing.T) {
 	e.ApplyKVEvents(o, []KVEvent{{Kind: KVCleared, Tier: kvwire.TierDevice}})
 	if _, ok := e.parts[defKey].order[o]; ok {
 		t.Fatal("store order kept after AllBlocksCleared")
+	}
+}
+
+// TestStoreOrderCompact: compaction drops stores of hashes the rank no longer holds and, of a
+// hash stored twice, keeps only the latest store, preserving order; without repeats it only
+// filters.
+func TestStoreOrderCompact(t *testing.T) {
+	e := newEngine(t, nil)
+	mustUpsert(t, e, spec(1, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(4096)) }))
+	o := kvwire.Owner{Worker: 1}
+	p := e.parts[defKey]
+	store(t, e, o, toks(0, 12))  // x1 x2 x3
+	store(t, e, o, toks(100, 8)) // y1 y2
+	so := p.order[o]
+	held := slices.Clone(so.q[so.head:])
+	if len(held) != 5 {
+		t.Fatalf("store order %v, want 5 hashes", held)
+	}
+	const gone = 0x5eed // a hash the rank does not hold
+	so.q = append(so.q, gone)
+	so.compact(p, o)
+	if got := so.q[so.head:]; !slices.Equal(got, held) {
+		t.Fatalf("without repeats: %v, want %v", got, held)
+	}
+	so.q = append(so.q, held[0], gone) // x1 stored again, after y2
+	so.compact(p, o)
+	want := append(slices.Clone(held[1:]), held[0])
+	if got := so.q[so.head:]; !slices.Equal(got, want) {
+		t.Fatalf("with a repeat: %v, want %v (x1 at its latest store)", got, want)
 	}
 }

@@ -192,3 +192,19 @@ func (ix *Index) Holds(o kvwire.Owner, h uint64) bool {
 	oi, ok := ix.own.lookup(o)
 	return ok && ix.lookup.get(oi, h) != 0
 }
+
+// KeepHeld filters hs in place to the hashes owner o holds (in any tier), in order, and returns
+// the kept prefix of hs: Holds for each, with the owner looked up once.
+func (ix *Index) KeepHeld(o kvwire.Owner, hs []uint64) []uint64 {
+	oi, ok := ix.own.lookup(o)
+	if !ok {
+		return hs[:0]
+	}
+	kept := hs[:0]
+	for _, h := range hs {
+		if ix.lookup.get(oi, h) != 0 {
+			kept = append(kept, h)
+		}
+	}
+	return kept
+}
