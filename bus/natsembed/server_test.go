@@ -1,7 +1,6 @@
 package natsembed
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/bus"
 	"github.com/kvselect/kvselect/bus/natstest"
+	"github.com/kvselect/kvselect/internal/logbuf"
 	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/kvwire"
 	"github.com/nats-io/nats.go"
@@ -293,7 +293,7 @@ func TestConnectionLogsItsOwnURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Shutdown() })
-	var buf lockedBuffer
+	var buf logbuf.Buffer
 	nc := connect(t, bus.ConnConfig{Embedded: e, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	waitFor(t, func() error {
 		if !strings.Contains(buf.String(), "nats connected") {
@@ -306,21 +306,4 @@ func TestConnectionLogsItsOwnURL(t *testing.T) {
 	if !strings.Contains(s, "url=\"in-process "+e.ClientURL()+"\"") || strings.Contains(s, ":4222") {
 		t.Fatalf("connected line does not name %s:\n%s", e.ClientURL(), s)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/logbuf"
 )
 
 // Tests of the real binary: built once per test run (with a version stamped in by -ldflags, as a
@@ -60,28 +61,10 @@ func kvselectBinary(t *testing.T) string {
 	return binPath
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running kvselect.
 type proc struct {
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *logbuf.Buffer
 	done chan error
 	base string
 }
@@ -105,7 +88,7 @@ func startKVSelect(t *testing.T, env []string, args ...string) *proc {
 	args = append([]string{"--host", "127.0.0.1", "--port", fmt.Sprint(port)}, args...)
 	cmd := exec.Command(kvselectBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &proc{cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1), base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	p := &proc{cmd: cmd, log: &logbuf.Buffer{}, done: make(chan error, 1), base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -201,7 +184,7 @@ func TestStartupRefusesBadFlags(t *testing.T) {
 		{[]string{"--nats-url", "http://127.0.0.1:4222"}, "--nats-url"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222,https://x"}, "--nats-url"},
 	} {
-		var out syncBuffer
+		var out logbuf.Buffer
 		cmd := exec.Command(kvselectBinary(t), append([]string{"--port", "1"}, tc.args...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()

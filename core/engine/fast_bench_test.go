@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/threadcpu"
 )
 
 // BenchmarkSelectPaths measures whole selections on the fleet through the fast path and, in the
@@ -32,7 +34,7 @@ func BenchmarkSelectPaths(b *testing.B) {
 	for _, path := range []string{"fast", "general", "fast-kvselect"} {
 		for _, op := range []string{"select", "reserve"} {
 			b.Run("op="+op+"/path="+path, func(b *testing.B) {
-				defer lockThread()()
+				defer threadcpu.Lock()()
 				e.scratch.fast.disabled = path == "general"
 				defer func() { e.scratch.fast.disabled = false }()
 				if path == "fast-kvselect" { // kvselect's own cost policy on the same fleet
@@ -43,7 +45,7 @@ func BenchmarkSelectPaths(b *testing.B) {
 				lat := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu := threadCPU()
+				cpu := threadcpu.Now()
 				for i := 0; i < b.N; i++ {
 					req := reqs[i%len(reqs)]
 					t := time.Now()
@@ -66,7 +68,7 @@ func BenchmarkSelectPaths(b *testing.B) {
 						fx = e.TakeEffects(fx[:0])
 					}
 				}
-				cpu = threadCPU() - cpu
+				cpu = threadcpu.Now() - cpu
 				b.StopTimer()
 				b.ReportMetric(float64(cpu)/float64(b.N), "thread-cpu-ns/op")
 				reportLatency(b, f, lat)

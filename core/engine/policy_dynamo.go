@@ -58,13 +58,8 @@ func (dynamoPolicy) fast(e *Engine, sel *selection) {
 			c = k.costGeneral(o[0], o[1], o[2]+o[3], int(booked[i]), prefill, blocks, requests)
 		}
 		cost[i] = c
-		if !draw || (elig != nil && !elig[i]) {
-			continue
-		}
-		if pick.better(c) {
-			pick.best, pick.ties, pick.cost = i, 1, c
-		} else if c == pick.cost {
-			pick.tie(i)
+		if draw && (elig == nil || elig[i]) {
+			pick.offer(i, c)
 		}
 	}
 	f.pick = pick

@@ -40,13 +40,8 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		}
 		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, pending, requests, active, invCap, invBudget)
 		cost[i] = c
-		if !draw || (elig != nil && !elig[i]) {
-			continue
-		}
-		if pick.better(c) {
-			pick.best, pick.ties, pick.cost = i, 1, c
-		} else if c == pick.cost {
-			pick.tie(i)
+		if draw && (elig == nil || elig[i]) {
+			pick.offer(i, c)
 		}
 	}
 	f.pick = pick

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/threadcpu"
 )
 
 func BenchmarkSelectTwoPhase(b *testing.B) {
@@ -28,14 +30,14 @@ func BenchmarkSelectTwoPhase(b *testing.B) {
 	for _, path := range []string{"fast", "general"} {
 		for _, op := range []string{"select-id", "replay"} {
 			b.Run("op="+op+"/path="+path, func(b *testing.B) {
-				defer lockThread()()
+				defer threadcpu.Lock()()
 				e.scratch.fast.disabled = path == "general"
 				defer func() { e.scratch.fast.disabled = false }()
 				var fx []ReplicaEvent
 				lat := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu := threadCPU()
+				cpu := threadcpu.Now()
 				for i := 0; i < b.N; i++ {
 					req, id := reqs[i%len(reqs)], &ids[i%len(ids)]
 					req.SelectionID = id
@@ -55,7 +57,7 @@ func BenchmarkSelectTwoPhase(b *testing.B) {
 						fx = e.TakeEffects(fx[:0])
 					}
 				}
-				cpu = threadCPU() - cpu
+				cpu = threadcpu.Now() - cpu
 				b.StopTimer()
 				for _, r := range reqs {
 					r.SelectionID = nil

@@ -1,34 +1,14 @@
 package api_test
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kvselect/kvselect/http/api"
+	"github.com/kvselect/kvselect/internal/logbuf"
 )
-
-// lockedBuffer is a goroutine-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // TestAuthReloadLogsOnlyChanges: the watcher calls Reload on every event in the token file's
 // directory, so an unchanged file must not log (a log file beside it would feed itself), and an
@@ -42,7 +22,7 @@ func TestAuthReloadLogsOnlyChanges(t *testing.T) {
 		}
 	}
 	writeFile("one\n")
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	a, err := api.NewAuth(path, api.AuthAll, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +33,7 @@ func TestAuthReloadLogsOnlyChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := logs.count(ok); n != 0 {
+	if n := logs.Count(ok); n != 0 {
 		t.Fatalf("%d reload logs for an unchanged file, want 0", n)
 	}
 	writeFile("two\n")
@@ -62,7 +42,7 @@ func TestAuthReloadLogsOnlyChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := logs.count(ok); n != 1 {
+	if n := logs.Count(ok); n != 1 {
 		t.Fatalf("%d reload logs for one change, want 1", n)
 	}
 	writeFile("not a token\n")
@@ -71,14 +51,14 @@ func TestAuthReloadLogsOnlyChanges(t *testing.T) {
 			t.Fatal("Reload of a broken file succeeded")
 		}
 	}
-	if n := logs.count(failed); n != 1 {
+	if n := logs.Count(failed); n != 1 {
 		t.Fatalf("%d failure logs for one broken version, want 1", n)
 	}
 	writeFile("# none\n") // a different failure is reported
 	if err := a.Reload(); err == nil {
 		t.Fatal("Reload of a comment-only file succeeded")
 	}
-	if n := logs.count(failed); n != 2 {
+	if n := logs.Count(failed); n != 2 {
 		t.Fatalf("%d failure logs for two broken versions, want 2", n)
 	}
 	writeFile("two\n") // back to the tokens in force: nothing to do, nothing to say
@@ -89,7 +69,7 @@ func TestAuthReloadLogsOnlyChanges(t *testing.T) {
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if n := logs.count(ok); n != 2 {
+	if n := logs.Count(ok); n != 2 {
 		t.Fatalf("%d reload logs, want 2 (two, three)", n)
 	}
 }

@@ -5,18 +5,17 @@ package api_test
 // only when configured, and a panicking handler becomes a logged 500.
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kvselect/kvselect/core"
 	"github.com/kvselect/kvselect/core/engine"
 	"github.com/kvselect/kvselect/http/api"
+	"github.com/kvselect/kvselect/internal/logbuf"
 )
 
 // allRoutes is every Dynamo route plus kvselect's replica membership route.
@@ -27,24 +26,6 @@ var allRoutes = []struct{ method, path string }{
 	{"DELETE", "/reservations/x"}, {"GET", "/loads"}, {"POST", "/potential_loads"}, {"POST", "/overlap_scores"},
 	{"GET", "/dump"}, {"POST", "/replica_sync/register_peer"}, {"POST", "/replica_sync/deregister_peer"},
 	{"GET", "/replica_sync/peers"}, {"GET", "/replica_sync/members"},
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newService returns a seeded service with KV events off, closed at cleanup.
@@ -121,7 +102,7 @@ func TestRouterConstruction(t *testing.T) {
 // logged through the injected logger, while http.ErrAbortHandler still aborts the connection.
 func TestPanicBecomesLogged500(t *testing.T) {
 	svc := newService(t)
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	boom := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("abort") != "" {
 			panic(http.ErrAbortHandler)

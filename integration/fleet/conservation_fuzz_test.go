@@ -46,6 +46,24 @@ func checkStress(t *testing.T, c stressCase) {
 	t.Helper()
 	e := c.engine()
 	evs := drive(t, e, c.arr)
+	checkLives(t, c, evs, func(r *Request) bool {
+		return r.Prompt >= 1 && ceilDiv(r.Prompt+max(1, r.Output), c.bs) <= c.blocks
+	})
+	st := e.Stats()
+	if st.Running != 0 || st.Waiting != 0 || st.UsedBlocks != 0 || e.cache.nfree != c.blocks {
+		t.Fatalf("not drained: %+v, %d of %d blocks free", st, e.cache.nfree, c.blocks)
+	}
+	checkCache(t, e)
+	if again := drive(t, c.engine(), c.arr); !reflect.DeepEqual(evs, again) {
+		t.Fatal("same workload, different events")
+	}
+}
+
+// checkLives checks conservation over evs, the events of replaying c: a request that fits (by
+// the engine's own admission rule) is scheduled once, gets its first token once, before it
+// finishes, and finishes once; one that does not fit is rejected once and nothing else.
+func checkLives(t *testing.T, c stressCase, evs []timed, fits func(*Request) bool) {
+	t.Helper()
 	type life struct{ sched, first, fin, rej int }
 	lives := make([]life, len(c.arr))
 	for _, ev := range evs {
@@ -69,21 +87,12 @@ func checkStress(t *testing.T, c stressCase) {
 	}
 	for id, l := range lives {
 		r := c.arr[id].r
-		fits := r.Prompt >= 1 && ceilDiv(r.Prompt+max(1, r.Output), c.bs) <= c.blocks
-		switch {
-		case !fits && (l.rej != 1 || l.fin+l.sched+l.first != 0):
+		switch ok := fits(r); {
+		case !ok && (l.rej != 1 || l.fin+l.sched+l.first != 0):
 			t.Fatalf("bs %d blocks %d: request %+v cannot fit but %+v", c.bs, c.blocks, *r, l)
-		case fits && (l.fin != 1 || l.first != 1 || l.sched != 1 || l.rej != 0):
+		case ok && (l.fin != 1 || l.first != 1 || l.sched != 1 || l.rej != 0):
 			t.Fatalf("bs %d blocks %d budget %d seqs %d: request %+v: %+v", c.bs, c.blocks, c.budget, c.seqs, *r, l)
 		}
-	}
-	st := e.Stats()
-	if st.Running != 0 || st.Waiting != 0 || st.UsedBlocks != 0 || e.cache.nfree != c.blocks {
-		t.Fatalf("not drained: %+v, %d of %d blocks free", st, e.cache.nfree, c.blocks)
-	}
-	checkCache(t, e)
-	if again := drive(t, c.engine(), c.arr); !reflect.DeepEqual(evs, again) {
-		t.Fatal("same workload, different events")
 	}
 }
 

@@ -100,14 +100,7 @@ func (e *Engine) Submit(now float64, r *Request, out []Event) []Event {
 	if r.Prompt < 1 || need > e.cache.numBlocks {
 		return append(out, Event{Kind: Rejected, Req: r.ID})
 	}
-	s := &seq{r: r}
-	full := min(len(r.Blocks), r.Prompt/e.bs)
-	s.keys = make([]uint64, full)
-	k := uint64(rootKey)
-	for i := range full {
-		k = chainKey(k, r.Blocks[i])
-		s.keys[i] = k
-	}
+	s := &seq{r: r, keys: promptKeys(r, e.bs)}
 	e.waiting = append(e.waiting, s)
 	if !e.busy {
 		out = e.start(out)

@@ -118,3 +118,14 @@ func chainKey(parent, id uint64) uint64 {
 
 // rootKey is the chain's seed (vLLM's NONE_HASH).
 const rootKey = 0x6b76_7365_6c65_6374
+
+// promptKeys are the chained keys of r's complete prompt blocks (both engine models).
+func promptKeys(r *Request, bs int) []uint64 {
+	keys := make([]uint64, min(len(r.Blocks), r.Prompt/bs))
+	k := uint64(rootKey)
+	for i := range keys {
+		k = chainKey(k, r.Blocks[i])
+		keys[i] = k
+	}
+	return keys
+}

@@ -102,12 +102,7 @@ func (e *SGLang) Submit(now float64, r *Request, out []Event) []Event {
 	if r.Prompt < 1 || r.Prompt+max(1, r.Output) >= e.cache.poolTokens {
 		return append(out, Event{Kind: Rejected, Req: r.ID})
 	}
-	s := &sreq{r: r, keys: make([]uint64, min(len(r.Blocks), r.Prompt/e.bs))}
-	k := uint64(rootKey)
-	for i := range s.keys {
-		k = chainKey(k, r.Blocks[i])
-		s.keys[i] = k
-	}
+	s := &sreq{r: r, keys: promptKeys(r, e.bs)}
 	e.waiting = append(e.waiting, s)
 	if !e.busy {
 		out = e.start(out)

@@ -20,37 +20,9 @@ func checkSGLangStress(t *testing.T, c stressCase) int {
 	t.Helper()
 	e := c.sglang()
 	evs := drive(t, e, c.arr)
-	type life struct{ sched, first, fin, rej int }
-	lives := make([]life, len(c.arr))
-	for _, ev := range evs {
-		if ev.Req < 0 {
-			continue
-		}
-		l := &lives[ev.Req]
-		switch ev.Kind {
-		case Scheduled:
-			l.sched++
-		case FirstToken:
-			if l.fin > 0 {
-				t.Fatalf("request %d first token after finishing", ev.Req)
-			}
-			l.first++
-		case Finished:
-			l.fin++
-		case Rejected:
-			l.rej++
-		}
-	}
-	for id, l := range lives {
-		r := c.arr[id].r
-		fits := r.Prompt >= 1 && r.Prompt+max(1, r.Output) < c.blocks*c.bs
-		switch {
-		case !fits && (l.rej != 1 || l.fin+l.sched+l.first != 0):
-			t.Fatalf("bs %d blocks %d: request %+v cannot fit but %+v", c.bs, c.blocks, *r, l)
-		case fits && (l.fin != 1 || l.first != 1 || l.sched != 1 || l.rej != 0):
-			t.Fatalf("bs %d blocks %d budget %d seqs %d: request %+v: %+v", c.bs, c.blocks, c.budget, c.seqs, *r, l)
-		}
-	}
+	checkLives(t, c, evs, func(r *Request) bool {
+		return r.Prompt >= 1 && r.Prompt+max(1, r.Output) < c.blocks*c.bs
+	})
 	if st := e.Stats(); st.Running != 0 || st.Waiting != 0 || st.UsedBlocks != 0 {
 		t.Fatalf("not drained: %+v", st)
 	}

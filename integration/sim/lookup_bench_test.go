@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/core/engine"
+	"github.com/kvselect/kvselect/internal/threadcpu"
 )
 
 func BenchmarkSelectMooncake(b *testing.B) {
@@ -45,12 +46,12 @@ func BenchmarkSelectMooncake(b *testing.B) {
 				isl := uint64(reqs[i].Input)
 				queries[i].BlockHashes, queries[i].SequenceHashes, queries[i].ISLTokens = hs, hs, &isl
 			}
-			defer lockThread()()
+			defer threadcpu.Lock()()
 			lat := make([]time.Duration, 0, b.N)
 			now := time.Unix(0, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu := threadCPU()
+			cpu := threadcpu.Now()
 			for i := 0; i < b.N; i++ {
 				q := &queries[i%len(queries)]
 				t := time.Now()
@@ -59,7 +60,7 @@ func BenchmarkSelectMooncake(b *testing.B) {
 				}
 				lat = append(lat, time.Since(t))
 			}
-			cpu = threadCPU() - cpu
+			cpu = threadcpu.Now() - cpu
 			b.StopTimer()
 			b.ReportMetric(float64(cpu)/float64(b.N), "thread-cpu-ns/op")
 			slices.Sort(lat)
