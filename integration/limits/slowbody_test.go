@@ -56,10 +56,18 @@ func TestSlowBodiesReturnMemory(t *testing.T) {
 
 // TestSlowBodiesBudgetBoundsPeak (CI size): with a 64 MiB body budget, 24 stalled 8 MiB
 // uploads cannot hold more than the budget: most are refused with 503 at once.
+//
+// The bound on RSS is the budget twice over plus slack: the budget bounds the buffers bodies
+// hold, and the buffers a body outgrew or a cut body left are garbage until the collector runs,
+// which at GOGC=100 lets the heap reach twice its live size — later still when the machine is
+// busy and the collector gets no core. Measured on the 2-core machine, 9 runs three at a time:
+// peak 57–100 MiB over base (once 117 MiB in two parallel CI runs, over the earlier 112 MiB
+// bound); without a budget the same uploads peak 248–274 MiB over base
+// (TestSlowBodiesReturnMemory), so the bound still tells the two apart.
 func TestSlowBodiesBudgetBoundsPeak(t *testing.T) {
 	base, peak, _, srv := slowBodies(t, 24, "--http-read-timeout", "1s", "--http-max-body-bytes-in-flight", "67108864")
 	t.Logf("24 stalled 8 MiB uploads, 64 MiB budget: RSS base %d MiB, peak %d MiB; refused %v", base/mib, peak/mib, srv.metric("kvselect_http_body_budget_rejected_total"))
-	if peak > base+64*mib+48*mib {
+	if peak > base+2*64*mib+16*mib {
 		t.Errorf("peak RSS %d MiB with a 64 MiB budget over base %d MiB", peak/mib, base/mib)
 	}
 	if srv.metric("kvselect_http_body_budget_rejected_total") < 1 {
