@@ -83,7 +83,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		invBudget = s.w.invBatchBudget()
 	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
-		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
+		l.ActivePrefillTokens, l.PrefillSquares, l.PrefillCross, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
 // speedDeadband is the factor within which a rank's learned speed is priced as its reference
@@ -103,10 +103,12 @@ type kvselectTerms struct {
 	islBlocks float64
 	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
-	// sumB and nB accumulate the ranks' per-token costs (kvselect_speed.go); busy sums the
+	// sumB and nB accumulate the ranks' per-token costs and sumK their context coefficients
+	// (kvselect_speed.go); busy sums the
 	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt), busyRanks
 	// counts the ranks with one or more (kvselect_partition.go).
 	sumB      float64
+	sumK      float64
 	nB        int
 	busy      float64
 	busyRanks int
@@ -189,7 +191,7 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 // worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
 // priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
-	ref := load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	ref := k.w.prior()
 	if k.w.fixedSpeed || !(sp.B > 0) {
 		return ref
 	}
@@ -210,9 +212,14 @@ func withinBand(x, ref float64) bool {
 	return x < speedDeadband*ref && float64(x*speedDeadband) > ref
 }
 
-// queueMS is a rank's booked, not yet completed prefill work in its own speed model.
-func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
-	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+// queueMS is a rank's booked, not yet completed prefill work in its own speed model: prefill
+// tokens, their squares and their products with their cached context (load.RankLoad).
+func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) float64 {
+	q := float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+	if cross > 0 {
+		q += float64(sp.K * float64(cross))
+	}
+	return q
 }
 
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
@@ -221,16 +228,20 @@ func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
 // unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
 // term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
-	queue := queueMS(sp, prefill, squares, pending)
+	queue := queueMS(sp, prefill, squares, cross, pending)
 	own := sp.MS(k.isl - cached)
+	work := own
+	if sp.K > 0 && cached > 0 {
+		work = sp.WorkMS(k.isl-cached, cached)
+	}
 	beta := k.betaAt(pending)
-	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
+	c := queue + float64((1+beta)*work) + float64(w.reqWeight*float64(requests))
 	if w.affinity > 0 {
 		pull := w.affinity * sp.B * cached
 		if w.affinityQueue > 0 {

@@ -49,24 +49,41 @@ type Tracker struct {
 	// central caches CentralSpeed (speed_central.go), speedSum SpeedSum (aggregate.go).
 	central  centralSpeed
 	speedSum speedSum
+	// ctx learns the partition's context share from every owner's samples (speed_context.go).
+	ctx ctxEstimator
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
-// known keep theirs; see SetSpeedPrior). An invalid model is ignored.
+// known keep theirs; see SetSpeedPrior) and, from its K, the prior of the partition's context
+// share (speed_context.go). An invalid model is ignored.
 func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
-	if m.Valid() {
-		t.defaultSpeed = m
+	if !m.Valid() {
+		return
+	}
+	t.defaultSpeed = m
+	k0 := 0.0
+	if ref := ctxRef(m); ref > 0 {
+		k0 = m.K / ref
+	}
+	t.ctx.setPrior(k0)
+	for s := range t.owners {
+		if st := &t.owners[s]; st.live && st.speed.est.kappa != t.ctx.kappa {
+			st.speed.est.setKappa(t.ctx.kappa)
+			t.publishSpeed(uint32(s))
+		}
 	}
 }
 
 // NewTracker returns an empty tracker with no owners.
 func NewTracker() *Tracker {
-	return &Tracker{
+	t := &Tracker{
 		slots: make(map[kvwire.Owner]uint32),
 		nodes: make([]node, 1), // nodes[nilNode] is never used
 		heads: make(map[uint64]uint32),
 		byID:  make(map[string]uint32),
 	}
+	t.ctx.setPrior(0)
+	return t
 }
 
 // Len returns the number of live bookings.
