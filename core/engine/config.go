@@ -27,6 +27,12 @@ type Config struct {
 	// tokens only); each rank learns its own K from the context of its bookings (load/speed.go),
 	// so a worker whose attention reads the cached prefix (vLLM, SGLang) is priced for it.
 	PrefillModelK float64
+	// LearnContextCost lets each partition learn how much of a prefill's time is its attention
+	// to the cached context (the context share, load/speed_context.go) from its ranks'
+	// completions, so that the kvselect policy prices a long-context hit and a queue of them at
+	// what they cost on an engine that reads the cached KV. Default true; false keeps the share
+	// at PrefillModelK's (the behaviour before, with K = 0).
+	LearnContextCost bool
 	// FixedPrefillModel prices every rank with the prior model instead of its learned one (the
 	// behaviour before learning; for reproducing old results). Default false.
 	FixedPrefillModel bool
@@ -164,6 +170,7 @@ func DefaultConfig() Config {
 		EvictionWeight:           1,
 		KVPressureWeight:         1,
 		RobustKVSelect:           true,
+		LearnContextCost:         true,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,

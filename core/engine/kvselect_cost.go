@@ -236,7 +236,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	cached := min(k.isl, tiers*k.bs)
 	queue := queueMS(sp, prefill, squares, cross, pending)
 	own := sp.MS(k.isl - cached)
-	work := own
+	work := own // with the attention of the uncached tokens to the cached ones
 	if sp.K > 0 && cached > 0 {
 		work = sp.WorkMS(k.isl-cached, cached)
 	}

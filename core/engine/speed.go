@@ -57,6 +57,11 @@ func (c *Config) priorSpeed(id uint64) PrefillModel {
 	if m, ok := c.WorkerPrefillModels[id]; ok {
 		return m
 	}
+	return c.defaultSpeed()
+}
+
+// defaultSpeed is the configured prior model (PrefillModelA..K).
+func (c *Config) defaultSpeed() PrefillModel {
 	return PrefillModel{A: c.PrefillModelA, B: c.PrefillModelB, C: c.PrefillModelC, K: c.PrefillModelK}
 }
 

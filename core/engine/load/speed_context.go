@@ -20,12 +20,21 @@ import "math"
 // is 1.06e-6 ms per pair against a learned 2·A·s of ~1.6e-6, learns κ ≈ 0.6–0.7; the SGLang-
 // style 8B preset 1.1–1.3; the legacy preset, timed by new tokens only, κ ≈ 0.
 type ctxEstimator struct {
+	learn   bool // samples may move the share off its prior (Tracker.SetContextShare)
 	m       moments
 	scale   float64
 	samples uint64
 	a, b    float64 // current fit
 	b0      float64 // prior share
 	kappa   float64 // published share
+}
+
+// ContextShareOf is the context share κ that prior model m's K stands for: K in units of kRef.
+func ContextShareOf(m SpeedModel) float64 {
+	if ref := ctxRef(m); ref > 0 && m.K >= 0 {
+		return min(maxCtx, m.K/ref)
+	}
+	return 0
 }
 
 // ctxMemory is the context estimator's memory in samples of the partition.
@@ -81,8 +90,11 @@ func (c *ctxEstimator) fit() bool {
 	} else {
 		c.a, c.b = 1, c.b0
 	}
-	if kappa < ctxFloor || c.samples < ctxMinSamples {
+	switch {
+	case !c.learn || c.samples < ctxMinSamples:
 		kappa = c.b0
+	case kappa < ctxFloor:
+		kappa = 0
 	}
 	kappa = math.Round(kappa*quantum) / quantum
 	changed := math.Float64bits(kappa) != math.Float64bits(c.kappa)

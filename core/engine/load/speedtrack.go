@@ -140,10 +140,6 @@ func (t *Tracker) learned(slot uint32, x1, x2, ms float64) {
 		t.publishSpeed(slot)
 		return
 	}
-	for s := range t.owners {
-		if st := &t.owners[s]; st.live {
-			st.speed.est.setKappa(t.ctx.kappa)
-			t.publishSpeed(uint32(s))
-		}
-	}
+	t.publishSpeed(slot)
+	t.refitShare()
 }

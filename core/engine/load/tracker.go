@@ -1,6 +1,10 @@
 package load
 
-import "github.com/kvselect/kvselect/kvwire"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Tracker is the active-load accounting of one partition: the live bookings
 // of all its owners and the prompt trie they share. The zero value is not
@@ -54,18 +58,30 @@ type Tracker struct {
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
-// known keep theirs; see SetSpeedPrior) and, from its K, the prior of the partition's context
-// share (speed_context.go). An invalid model is ignored.
+// known keep theirs; see SetSpeedPrior). An invalid model is ignored.
 func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
-	if !m.Valid() {
-		return
+	if m.Valid() {
+		t.defaultSpeed = m
 	}
-	t.defaultSpeed = m
-	k0 := 0.0
-	if ref := ctxRef(m); ref > 0 {
-		k0 = m.K / ref
+}
+
+// SetContextShare sets the partition's context share prior κ₀ (ContextShareOf a prior model;
+// clipped to [0, maxCtx]) and whether samples may move it (speed_context.go); a new tracker has
+// κ₀ = 0 and does not learn. Owners are re-fitted at the resulting share.
+func (t *Tracker) SetContextShare(prior float64, learn bool) {
+	if math.IsNaN(prior) {
+		prior = 0
 	}
-	t.ctx.setPrior(k0)
+	t.ctx.learn = learn
+	t.ctx.setPrior(prior)
+	t.refitShare()
+}
+
+// ContextShare returns the partition's context share κ and how many samples it has seen.
+func (t *Tracker) ContextShare() (kappa float64, samples uint64) { return t.ctx.kappa, t.ctx.samples }
+
+// refitShare re-fits every live owner whose share is not the partition's, and republishes it.
+func (t *Tracker) refitShare() {
 	for s := range t.owners {
 		if st := &t.owners[s]; st.live && st.speed.est.kappa != t.ctx.kappa {
 			st.speed.est.setKappa(t.ctx.kappa)
