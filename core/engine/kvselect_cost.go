@@ -13,15 +13,19 @@ import (
 //	                prior scaled to the partition's consensus speed when the rank's learned
 //	                speed is within 1.25× of that, its learned model otherwise; without
 //	                RobustKVSelect the prior when within 2× of it; kvselect_speed.go)
-//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
+//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending + K·Σ pending_i·context_i
+//	                (booked, not complete; context_i the prompt tokens cached when it was booked)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
-//	own           = prefill_ms(isl − cached)
+//	own           = prefill_ms(isl − cached) + K·(isl − cached)·cached   (the new tokens'
+//	                attention to the cached ones; K is the rank's model times the partition's
+//	                learned context share, load/speed_context.go; 0 on an engine that does not
+//	                pay for context)
 //	β             = min(miss_work_weight, max(the rank's pending prefills, the mean over
 //	                ranks of min(miss_work_weight, their pending)))   (betaAt; without
 //	                RobustKVSelect the partition's pending prefills per rank, capped)
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
-//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
+//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
 //	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits; default off;
@@ -235,13 +239,13 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
 	queue := queueMS(sp, prefill, squares, cross, pending)
-	own := sp.MS(k.isl - cached)
-	work := own // with the attention of the uncached tokens to the cached ones
+	fresh := sp.MS(k.isl - cached) // the uncached tokens' own work
+	own := fresh                   // and their attention to the cached ones
 	if sp.K > 0 && cached > 0 {
-		work = sp.WorkMS(k.isl-cached, cached)
+		own = sp.WorkMS(k.isl-cached, cached)
 	}
 	beta := k.betaAt(pending)
-	c := queue + float64((1+beta)*work) + float64(w.reqWeight*float64(requests))
+	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
 	if w.affinity > 0 {
 		pull := w.affinity * sp.B * cached
 		if w.affinityQueue > 0 {
@@ -250,8 +254,9 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c -= pull
 	}
 	if occ > 0 {
-		// The blocks it stores, not the prefill's fixed overhead, are what evicts.
-		c += float64(float64(w.eviction*occ) * (own - sp.C))
+		// The blocks it stores, not the prefill's fixed overhead or its reading of the cached
+		// context, are what evicts.
+		c += float64(float64(w.eviction*occ) * (fresh - sp.C))
 	}
 	if invCap > 0 {
 		c += k.pressureMS(active, booked, invCap, float64((1+beta)*sp.B))
