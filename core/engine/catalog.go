@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/kvselect/kvselect/core/engine/load"
 	"github.com/kvselect/kvselect/kvwire"
 )
 
@@ -189,6 +190,7 @@ func (e *Engine) reconcile(id uint64, spec WorkerSpec) *worker {
 	}
 	if p == nil {
 		p = newPartition(w.key, w.blockSize(), deref(spec.IsEagle, false), !e.cfg.UseKVEvents, e.cfg.PredictedTTL != nil)
+		p.tracker.SetContextShare(load.ContextShareOf(e.cfg.defaultSpeed()), e.cfg.LearnContextCost)
 		e.parts[w.key] = p
 		e.adoptRecovered(p)
 	}

@@ -22,6 +22,17 @@ type Config struct {
 	// the prior as samples arrive. Defaults: the Dynamo mocker's polynomial, a fit of a single
 	// GPU serving a small model; any order-of-magnitude guess works as a prior.
 	PrefillModelA, PrefillModelB, PrefillModelC float64
+	// PrefillModelK is the prior's cost of cached context: K·t·c ms more for t uncached tokens
+	// after c cached ones (load.SpeedModel). Default 0, as the mocker's polynomial (timed by new
+	// tokens only); each rank learns its own K from the context of its bookings (load/speed.go),
+	// so a worker whose attention reads the cached prefix (vLLM, SGLang) is priced for it.
+	PrefillModelK float64
+	// LearnContextCost lets each partition learn how much of a prefill's time is its attention
+	// to the cached context (the context share, load/speed_context.go) from its ranks'
+	// completions, so that the kvselect policy prices a long-context hit and a queue of them at
+	// what they cost on an engine that reads the cached KV. Default true; false keeps the share
+	// at PrefillModelK's (the behaviour before, with K = 0).
+	LearnContextCost bool
 	// FixedPrefillModel prices every rank with the prior model instead of its learned one (the
 	// behaviour before learning; for reproducing old results). Default false.
 	FixedPrefillModel bool
@@ -159,6 +170,7 @@ func DefaultConfig() Config {
 		EvictionWeight:           1,
 		KVPressureWeight:         1,
 		RobustKVSelect:           true,
+		LearnContextCost:         true,
 		OverlapScoreCredit:       1.0,
 		PrefillLoadScale:         1.0,
 		HostCacheHitWeight:       0.75,
@@ -204,6 +216,7 @@ func (c *Config) Validate() error {
 		{"prefill_model_a", c.PrefillModelA},
 		{"prefill_model_b", c.PrefillModelB},
 		{"prefill_model_c", c.PrefillModelC},
+		{"prefill_model_k", c.PrefillModelK},
 		{"affinity_weight", c.AffinityWeight},
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},

@@ -13,15 +13,19 @@ import (
 //	                prior scaled to the partition's consensus speed when the rank's learned
 //	                speed is within 1.25× of that, its learned model otherwise; without
 //	                RobustKVSelect the prior when within 2× of it; kvselect_speed.go)
-//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending   (booked, not complete)
+//	queue_ms      = A·Σ pending_i² + B·Σ pending_i + C·n_pending + K·Σ pending_i·context_i
+//	                (booked, not complete; context_i the prompt tokens cached when it was booked)
 //	cached        = cached tokens on the rank, counting the leading blocks booked there by live
 //	                requests (they are cached or being computed, their KV events not yet in)
-//	own           = prefill_ms(isl − cached)
+//	own           = prefill_ms(isl − cached) + K·(isl − cached)·cached   (the new tokens'
+//	                attention to the cached ones; K is the rank's model times the partition's
+//	                learned context share, load/speed_context.go; 0 on an engine that does not
+//	                pay for context)
 //	β             = min(miss_work_weight, max(the rank's pending prefills, the mean over
 //	                ranks of min(miss_work_weight, their pending)))   (betaAt; without
 //	                RobustKVSelect the partition's pending prefills per rank, capped)
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
-//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(own − C)
+//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
 //	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits; default off;
@@ -83,7 +87,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		invBudget = s.w.invBatchBudget()
 	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
-		l.ActivePrefillTokens, l.PrefillSquares, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
+		l.ActivePrefillTokens, l.PrefillSquares, l.PrefillCross, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
 }
 
 // speedDeadband is the factor within which a rank's learned speed is priced as its reference
@@ -103,10 +107,12 @@ type kvselectTerms struct {
 	islBlocks float64
 	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
-	// sumB and nB accumulate the ranks' per-token costs (kvselect_speed.go); busy sums the
+	// sumB and nB accumulate the ranks' per-token costs and sumK their context coefficients
+	// (kvselect_speed.go); busy sums the
 	// ranks' pending prefills capped at miss_work_weight, over ranks ranks (betaAt), busyRanks
 	// counts the ranks with one or more (kvselect_partition.go).
 	sumB      float64
+	sumK      float64
 	nB        int
 	busy      float64
 	busyRanks int
@@ -189,7 +195,7 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 // worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
 // priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
-	ref := load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+	ref := k.w.prior()
 	if k.w.fixedSpeed || !(sp.B > 0) {
 		return ref
 	}
@@ -210,9 +216,14 @@ func withinBand(x, ref float64) bool {
 	return x < speedDeadband*ref && float64(x*speedDeadband) > ref
 }
 
-// queueMS is a rank's booked, not yet completed prefill work in its own speed model.
-func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
-	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+// queueMS is a rank's booked, not yet completed prefill work in its own speed model: prefill
+// tokens, their squares and their products with their cached context (load.RankLoad).
+func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) float64 {
+	q := float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
+	if cross > 0 {
+		q += float64(sp.K * float64(cross))
+	}
+	return q
 }
 
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
@@ -221,14 +232,18 @@ func queueMS(sp load.SpeedModel, prefill, squares uint64, pending int) float64 {
 // unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
 // term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
-	queue := queueMS(sp, prefill, squares, pending)
-	own := sp.MS(k.isl - cached)
+	queue := queueMS(sp, prefill, squares, cross, pending)
+	fresh := sp.MS(k.isl - cached) // the uncached tokens' own work
+	own := fresh                   // and their attention to the cached ones
+	if sp.K > 0 && cached > 0 {
+		own = sp.WorkMS(k.isl-cached, cached)
+	}
 	beta := k.betaAt(pending)
 	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
 	if w.affinity > 0 {
@@ -239,8 +254,9 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c -= pull
 	}
 	if occ > 0 {
-		// The blocks it stores, not the prefill's fixed overhead, are what evicts.
-		c += float64(float64(w.eviction*occ) * (own - sp.C))
+		// The blocks it stores, not the prefill's fixed overhead or its reading of the cached
+		// context, are what evicts.
+		c += float64(float64(w.eviction*occ) * (fresh - sp.C))
 	}
 	if invCap > 0 {
 		c += k.pressureMS(active, booked, invCap, float64((1+beta)*sp.B))

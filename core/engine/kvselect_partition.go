@@ -38,6 +38,7 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 	}
 	if sp.B > 0 {
 		k.sumB += sp.B
+		k.sumK += sp.K
 		k.nB++
 	}
 	k.settle()
@@ -61,7 +62,7 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 	k.ranks = tr.Owners()
 	k.pending = float64(tr.PendingPrefills())
-	k.sumB, k.nB = tr.SpeedSum()
+	k.sumB, k.sumK, k.nB = tr.SpeedSum()
 	if c := k.w.missWork; 0 <= c && c <= 1 {
 		k.busyRanks = tr.BusyOwners()
 		k.busy = c * float64(k.busyRanks)
@@ -89,6 +90,6 @@ func (k *kvselectTerms) settle() {
 	if k.agreed {
 		ref := k.sumB / float64(k.nB)
 		s := ref / w.modelB
-		k.consensus, k.consensusHi = load.SpeedModel{A: w.modelA * s, B: ref, C: w.modelC * s}, consensusBand*ref
+		k.consensus, k.consensusHi = load.SpeedModel{A: w.modelA * s, B: ref, C: w.modelC * s, K: k.sumK / float64(k.nB)}, consensusBand*ref
 	}
 }

@@ -45,7 +45,7 @@ const consensusBand = 1.25
 // priced at the prior.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
 	if !k.agreed {
-		return load.SpeedModel{A: k.w.modelA, B: k.w.modelB, C: k.w.modelC}
+		return k.w.prior()
 	}
 	if sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B {
 		return k.consensus

@@ -71,7 +71,7 @@ func (e *Engine) probeQueue(req *SelectRequest, parked *parkedPrompt) (QueueProb
 	rule := e.busyRule(req)
 	var pc poolCount
 	pw := req.PinnedWorker
-	prior := load.SpeedModel{A: w.modelA, B: w.modelB, C: w.modelC}
+	prior := w.prior()
 	first := true
 	for i := range cands {
 		c := &cands[i]

@@ -142,7 +142,7 @@ type weights struct {
 	credit, decay, scale, host, disk, shared, reqWeight, temperature float64
 	trackPrefill, assumeReuse                                        bool
 	policy                                                           policy  // the cost function (Config.Policy; policy.go)
-	modelA, modelB, modelC                                           float64 // prefill-time model (kvselect policy)
+	modelA, modelB, modelC, modelK                                   float64 // prefill-time model (kvselect policy)
 	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
 	missWork                                                         float64 // cap of the queued-work weight of a miss (kvselect policy)
 	eviction                                                         float64 // weight of the eviction a miss causes (kvselect policy)
@@ -157,6 +157,11 @@ type weights struct {
 	centralSpeed bool
 }
 
+// prior is the configured prior prefill model.
+func (w *weights) prior() PrefillModel {
+	return PrefillModel{A: w.modelA, B: w.modelB, C: w.modelC, K: w.modelK}
+}
+
 // weightsOf is c's weights with no request override.
 func weightsOf(c *Config) weights {
 	return weights{
@@ -164,7 +169,7 @@ func weightsOf(c *Config) weights {
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
-		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
+		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, modelK: c.PrefillModelK, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 		robust:       c.RobustKVSelect,
 		centralSpeed: c.CentralPrefillSpeed,

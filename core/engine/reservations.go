@@ -174,7 +174,7 @@ func (e *Engine) book(p *partition, id string, o kvwire.Owner, n normalized, pre
 		return err
 	}
 	err := p.tracker.Add(load.Booking{
-		ID: id, Owner: o, Hashes: n.seq, PrefillTokens: prefill,
+		ID: id, Owner: o, Hashes: n.seq, PrefillTokens: prefill, ContextTokens: contextOf(uint64(n.isl), prefill),
 		ExpectedOutputTokens: deref(expOut, 0), AdmittedAt: now.UnixNano(),
 	})
 	switch {
@@ -293,6 +293,7 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		}
 		if err := p.tracker.Add(load.Booking{
 			ID: ev.RequestID, Owner: ev.Owner, Hashes: ev.Add.TokenSequence, PrefillTokens: prefill,
+			ContextTokens:        contextOf(uint64(ev.Add.ISL), prefill),
 			ExpectedOutputTokens: deref(ev.Add.ExpectedOutputTokens, 0), AdmittedAt: now.UnixNano(),
 		}); err != nil {
 			return false
@@ -362,4 +363,13 @@ func (e *Engine) DropPeer(sender string) int {
 	}
 	e.dropSorted(ids)
 	return len(ids)
+}
+
+// contextOf is the cached context before a booking's prefill tokens: the rest of its prompt of
+// isl tokens (0 when either is unknown).
+func contextOf(isl, prefill uint64) uint64 {
+	if prefill == 0 || isl <= prefill {
+		return 0
+	}
+	return isl - prefill
 }

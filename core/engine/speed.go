@@ -30,10 +30,12 @@ type PrefillModel = load.SpeedModel
 
 // PrefillSpeed is a rank's learned speed as GET /loads reports it.
 type PrefillSpeed struct {
-	// MSPerToken is B, MSPerTokenSquared A and OverheadMS C of the rank's model.
-	MSPerToken        float64 `json:"ms_per_token"`
-	MSPerTokenSquared float64 `json:"ms_per_token_squared"`
-	OverheadMS        float64 `json:"overhead_ms"`
+	// MSPerToken is B, MSPerTokenSquared A, OverheadMS C and MSPerTokenContextToken K of the
+	// rank's model (load.SpeedModel: K·t·c for t uncached tokens after c cached ones).
+	MSPerToken             float64 `json:"ms_per_token"`
+	MSPerTokenSquared      float64 `json:"ms_per_token_squared"`
+	OverheadMS             float64 `json:"overhead_ms"`
+	MSPerTokenContextToken float64 `json:"ms_per_token_context_token"`
 	// Samples counts the prefill completions learned from; Confidence is the effective
 	// (decayed, outlier-weighted) sample mass relative to the estimator's memory, in [0, 1].
 	Samples    uint64  `json:"samples"`
@@ -45,7 +47,7 @@ const speedMemory = 256
 
 func prefillSpeedOf(est load.SpeedEstimate) PrefillSpeed {
 	return PrefillSpeed{
-		MSPerToken: est.Model.B, MSPerTokenSquared: est.Model.A, OverheadMS: est.Model.C,
+		MSPerToken: est.Model.B, MSPerTokenSquared: est.Model.A, OverheadMS: est.Model.C, MSPerTokenContextToken: est.Model.K,
 		Samples: est.Samples, Confidence: min(1, est.Weight/speedMemory),
 	}
 }
@@ -55,7 +57,12 @@ func (c *Config) priorSpeed(id uint64) PrefillModel {
 	if m, ok := c.WorkerPrefillModels[id]; ok {
 		return m
 	}
-	return PrefillModel{A: c.PrefillModelA, B: c.PrefillModelB, C: c.PrefillModelC}
+	return c.defaultSpeed()
+}
+
+// defaultSpeed is the configured prior model (PrefillModelA..K).
+func (c *Config) defaultSpeed() PrefillModel {
+	return PrefillModel{A: c.PrefillModelA, B: c.PrefillModelB, C: c.PrefillModelC, K: c.PrefillModelK}
 }
 
 // seedSpeed makes worker id's prior the one its ranks get when the tracker first adds them.

@@ -14,6 +14,10 @@ type PartitionStats struct {
 	Quality      RoutingQuality
 	// PrefillSpeeds is every rank's learned prefill speed, in (worker, rank) order (speed.go).
 	PrefillSpeeds []PrefillSpeed
+	// ContextShare is the partition's learned context share κ (load/speed_context.go): K in
+	// units of the prior's attention cost per pair, 0 while unlearned or on an engine that does
+	// not pay for cached context.
+	ContextShare float64
 }
 
 // PartitionStats returns every partition's statistics, sorted by key.
@@ -26,8 +30,13 @@ func (e *Engine) PartitionStats() []PartitionStats {
 			Key: k, BlockSize: p.blockSize, Workers: len(p.members), Ranks: len(p.cands),
 			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
 			Bookings: p.tracker.Len(), Sessions: len(p.sessions), Quality: p.quality,
-			PrefillSpeeds: p.prefillSpeeds(),
+			PrefillSpeeds: p.prefillSpeeds(), ContextShare: share(p),
 		})
 	}
 	return out
+}
+
+func share(p *partition) float64 {
+	k, _ := p.tracker.ContextShare()
+	return k
 }

@@ -43,7 +43,7 @@ func TestLoads(t *testing.T) {
 			}
 			for i, sp := range speeds {
 				sm, lm := sp.(map[string]any), rows[i].(map[string]any)
-				wantKeys(t, "prefill speed row", sm, "worker_id", "dp_rank", "ms_per_token", "ms_per_token_squared", "overhead_ms", "samples", "confidence")
+				wantKeys(t, "prefill speed row", sm, "worker_id", "dp_rank", "ms_per_token", "ms_per_token_squared", "overhead_ms", "ms_per_token_context_token", "samples", "confidence")
 				if num(sm, "worker_id") != num(lm, "worker_id") || num(sm, "dp_rank") != num(lm, "dp_rank") || num(sm, "samples") != "0" {
 					t.Fatalf("prefill speed row %d = %v for load row %v", i, sm, lm)
 				}

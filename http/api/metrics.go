@@ -118,6 +118,7 @@ var (
 	descQueueWait    = prometheus.NewDesc("kvselect_router_queue_wait_seconds_total", "Time dispatched requests spent in the router queue.", nil, nil)
 	descPrefillSpeed = prometheus.NewDesc("kvselect_prefill_seconds_per_1k_tokens", "Learned prefill time in seconds per 1,000 uncached tokens (linear term) of each rank: a histogram over the partition's ranks.", []string{"model_name", "routing_group"}, nil)
 	descSpeedSamples = prometheus.NewDesc("kvselect_prefill_speed_samples_total", "Prefill completions the ranks' speed estimators learned from.", []string{"model_name", "routing_group"}, nil)
+	descCtxShare     = prometheus.NewDesc("kvselect_prefill_context_share", "Learned share of the attention to cached context in prefill time, in units of the prior's cost per attention pair (0: cached context priced free).", []string{"model_name", "routing_group"}, nil)
 )
 
 // prefillSpeedBuckets are the upper bounds (seconds per 1,000 uncached tokens, in base units as
@@ -144,13 +145,14 @@ func collectPrefillSpeeds(ch chan<- prometheus.Metric, p engine.PartitionStats) 
 	m, g := p.Key.Model, p.Key.Group
 	ch <- prometheus.MustNewConstHistogram(descPrefillSpeed, uint64(len(p.PrefillSpeeds)), sum, counts, m, g)
 	ch <- prometheus.MustNewConstMetric(descSpeedSamples, prometheus.CounterValue, float64(samples), m, g)
+	ch <- prometheus.MustNewConstMetric(descCtxShare, prometheus.GaugeValue, p.ContextShare, m, g)
 }
 
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
 		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
 		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueuedClass, descQueueOut, descQueueWait,
-		descPrefillSpeed, descSpeedSamples} {
+		descPrefillSpeed, descSpeedSamples, descCtxShare} {
 		ch <- d
 	}
 }

@@ -32,6 +32,7 @@ func TestPrefillSpeedMetric(t *testing.T) {
 	for _, want := range []string{
 		`kvselect_prefill_seconds_per_1k_tokens_count{model_name="default",routing_group="default"} 1`,
 		`kvselect_prefill_speed_samples_total{model_name="default",routing_group="default"} 1`,
+		`kvselect_prefill_context_share{model_name="default",routing_group="default"} 0`, // 2 samples: the prior
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%.3000s", want, body)

@@ -13,12 +13,21 @@ func KVSelectPressureConfig() engine.Config {
 	return c
 }
 
-// KVSelectPreviousConfig is kvselect's policy before RobustKVSelect and the pressure term became
-// the default (learned speed priced within 2× of the prior, β the partition's mean pending
-// prefills, no pressure term): the baseline of the older tables in README and
-// cmd/kvselect-matrix/results.
+// KVSelectPreviousConfig is kvselect's default before the learned context cost
+// (engine.Config.LearnContextCost off: cached context is free, as in the Dynamo mocker's
+// polynomial): the "previous default" of README and cmd/kvselect-matrix/results.
 func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
-	c.KVPressureWeight, c.RobustKVSelect = 0, false
+	c.LearnContextCost = false
+	return c
+}
+
+// KVSelectCentralConfig is the default before RobustKVSelect and the pressure term (learned
+// speed priced within 2× of a reference, β the partition's mean pending prefills, no pressure
+// term, no context cost) with identical ranks priced at the partition's central learned speed
+// (engine.Config.CentralPrefillSpeed): README, "Learned worker speed".
+func KVSelectCentralConfig() engine.Config {
+	c := KVSelectPreviousConfig()
+	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed = 0, false, true
 	return c
 }

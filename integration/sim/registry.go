@@ -19,10 +19,10 @@ import (
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
 //	                kvselect-pressure with the decode term on as well (KVSelectPressureConfig),
-//	                kvselect-previous the default before consensus speed pricing, per-rank β and
-//	                the pressure term (KVSelectPreviousConfig), kvselect-central that with
-//	                identical ranks priced at the partition's central learned speed
-//	                (engine.Config.CentralPrefillSpeed)
+//	                kvselect-previous the default before the learned context cost
+//	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
+//	                pricing, per-rank β and the pressure term with identical ranks priced at the
+//	                partition's central learned speed (KVSelectCentralConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
@@ -61,8 +61,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 		case "kvselect-previous":
 			ec = KVSelectPreviousConfig()
 		case "kvselect-central":
-			ec = KVSelectPreviousConfig()
-			ec.CentralPrefillSpeed = true
+			ec = KVSelectCentralConfig()
 		}
 		sp, capacity, err := cfg.spec()
 		if err != nil {

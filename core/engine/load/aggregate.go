@@ -28,35 +28,38 @@ type speedSum struct {
 	fresh   bool
 	version uint64
 	sum     float64
+	sumK    float64
 	n       int
 }
 
 // SpeedSum returns the sum of the per-token costs B of the owners' current speed models
-// (SpeedAt) that are positive, added left to right in ordinal order in float64, and how many
-// there are: bit for bit the sum of a fresh loop `for i := range Owners() { if b :=
-// SpeedAt(i).B; b > 0 { sum += b; n++ } }`. It is recomputed, in O(owners), only after a
-// published speed's B or the owner set changed; otherwise O(1).
-func (t *Tracker) SpeedSum() (sum float64, n int) {
+// (SpeedAt) that are positive, added left to right in ordinal order in float64, the sum of
+// those models' context coefficients K, and how many there are: bit for bit the sums of a
+// fresh loop `for i := range Owners() { if sp := SpeedAt(i); sp.B > 0 { sum += sp.B; sumK +=
+// sp.K; n++ } }`. It is recomputed, in O(owners), only after a published speed's B or K or the
+// owner set changed; otherwise O(1).
+func (t *Tracker) SpeedSum() (sum, sumK float64, n int) {
 	c := &t.speedSum
 	if !c.fresh || c.version != t.version {
-		c.fresh, c.version, c.sum, c.n = true, t.version, 0, 0
+		c.fresh, c.version, c.sum, c.sumK, c.n = true, t.version, 0, 0, 0
 		for i := range t.speeds {
-			if b := t.speeds[i].B; b > 0 {
-				c.sum += b
+			if sp := &t.speeds[i]; sp.B > 0 {
+				c.sum += sp.B
+				c.sumK += sp.K
 				c.n++
 			}
 		}
 	}
-	return c.sum, c.n
+	return c.sum, c.sumK, c.n
 }
 
 // publishSpeed copies slot's current model into the ordinal-indexed speeds, and invalidates the
-// caches that depend on it: CentralSpeed always (it also counts samples), SpeedSum when B
-// changed.
+// caches that depend on it: CentralSpeed always (it also counts samples), SpeedSum when B or
+// K changed.
 func (t *Tracker) publishSpeed(slot uint32) {
 	sp := &t.speeds[t.ord[slot]]
 	cur := t.owners[slot].speed.est.cur
-	if math.Float64bits(sp.B) != math.Float64bits(cur.B) {
+	if math.Float64bits(sp.B) != math.Float64bits(cur.B) || math.Float64bits(sp.K) != math.Float64bits(cur.K) {
 		t.speedSum.fresh = false
 	}
 	*sp = cur

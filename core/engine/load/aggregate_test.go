@@ -13,15 +13,16 @@ import (
 // through the public per-ordinal reads, SpeedSum bit for bit. checkInvariants calls it, so every
 // harness run (property tests, FuzzOps) checks it after every step.
 func (t *Tracker) checkAggregates() error {
-	busy, pending, sum, n := 0, 0, 0.0, 0
+	busy, pending, sum, sumK, n := 0, 0, 0.0, 0.0, 0
 	for i := range t.Owners() {
 		_, _, _, p, _ := t.CountersAt(i)
 		pending += p
 		if p > 0 {
 			busy++
 		}
-		if b := t.SpeedAt(i).B; b > 0 {
-			sum += b
+		if sp := t.SpeedAt(i); sp.B > 0 {
+			sum += sp.B
+			sumK += sp.K
 			n++
 		}
 	}
@@ -31,8 +32,8 @@ func (t *Tracker) checkAggregates() error {
 	if got := t.PendingPrefills(); got != pending {
 		return fmt.Errorf("PendingPrefills %d, scan %d", got, pending)
 	}
-	if gs, gn := t.SpeedSum(); math.Float64bits(gs) != math.Float64bits(sum) || gn != n {
-		return fmt.Errorf("SpeedSum %v (%x) over %d, scan %v (%x) over %d", gs, math.Float64bits(gs), gn, sum, math.Float64bits(sum), n)
+	if gs, gk, gn := t.SpeedSum(); math.Float64bits(gs) != math.Float64bits(sum) || math.Float64bits(gk) != math.Float64bits(sumK) || gn != n {
+		return fmt.Errorf("SpeedSum %v (%x), K %v over %d, scan %v (%x), K %v over %d", gs, math.Float64bits(gs), gk, gn, sum, math.Float64bits(sum), sumK, n)
 	}
 	return nil
 }
@@ -63,7 +64,7 @@ func TestAggregatesMatchScan(t *testing.T) {
 			return ids[r.IntN(len(ids))]
 		}
 		now := int64(0)
-		prevSum, _ := tr.SpeedSum()
+		prevSum, prevK, _ := tr.SpeedSum()
 		for step := range steps {
 			switch op := r.IntN(100); {
 			case op < 4:
@@ -72,7 +73,7 @@ func TestAggregatesMatchScan(t *testing.T) {
 				tr.RemoveOwner(owner())
 			case op < 40:
 				b := Booking{ID: fmt.Sprint("b", step), Owner: owner(), Hashes: chain([]uint64{uint64(r.IntN(4)), uint64(step)}),
-					PrefillTokens: uint64(r.IntN(3) * (1 + r.IntN(4000))), AdmittedAt: now}
+					PrefillTokens: uint64(r.IntN(3) * (1 + r.IntN(4000))), ContextTokens: uint64(r.IntN(2) * r.IntN(60000)), AdmittedAt: now}
 				if tr.Add(b) == nil {
 					ids = append(ids, b.ID)
 				}
@@ -94,9 +95,9 @@ func TestAggregatesMatchScan(t *testing.T) {
 			if err := tr.checkAggregates(); err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
 			}
-			if s, _ := tr.SpeedSum(); s != prevSum {
+			if s, k, _ := tr.SpeedSum(); s != prevSum || k != prevK {
 				sumChanges++
-				prevSum = s
+				prevSum, prevK = s, k
 			}
 			busyMax = max(busyMax, tr.BusyOwners())
 		}

@@ -22,6 +22,11 @@ type Booking struct {
 	// PrefillTokens counts toward the owner's active prefill tokens until
 	// PrefillComplete or Free (0 = no prefill tracking).
 	PrefillTokens uint64
+	// ContextTokens is the prompt tokens before the uncached ones (cached when it was booked):
+	// the context every uncached token attends to. While the prefill is outstanding,
+	// PrefillTokens × ContextTokens counts toward the owner's PrefillCross, and the completion
+	// teaches the speed estimator the context's cost (SpeedModel.K).
+	ContextTokens uint64
 	// ExpectedOutputTokens is carried for the caller (see Get); it does not
 	// change the load (Dynamo does not use it either).
 	ExpectedOutputTokens uint32
@@ -37,6 +42,7 @@ type bookingRec struct {
 	hashes   []uint64
 	admitted int64
 	prefill  uint64 // outstanding prefill tokens (0 once complete)
+	ctx      uint64 // context tokens before them (Booking.ContextTokens)
 	// Output blocks: outOne blocks of weight 1 appended since the last decay
 	// call, and outDecayed blocks of weight outW each.
 	outOne     uint64
@@ -80,6 +86,7 @@ func (t *Tracker) Add(b Booking) error {
 		hashes:   b.Hashes,
 		admitted: b.AdmittedAt,
 		prefill:  b.PrefillTokens,
+		ctx:      b.ContextTokens,
 		expected: b.ExpectedOutputTokens,
 		slot:     slot,
 		ownerPos: uint32(len(st.bookings)),
@@ -96,6 +103,7 @@ func (t *Tracker) Add(b Booking) error {
 		t.pending++
 		st.pending++
 		st.squares += square(b.PrefillTokens)
+		st.cross += cross(b.PrefillTokens, b.ContextTokens)
 	}
 	t.byID[b.ID] = bi
 	return nil
@@ -122,7 +130,7 @@ func (t *Tracker) PrefillComplete(id string) error {
 	if r.prefill > 0 {
 		st.speed.marked = false // untimed: the stretch's accounting is lost (speedtrack.go)
 	}
-	t.dropPrefill(st, r.prefill)
+	t.dropPrefill(st, r.prefill, r.ctx)
 	r.prefill = 0
 	return nil
 }
@@ -136,14 +144,18 @@ func square(tokens uint64) uint64 {
 	return t * t
 }
 
+// cross is a prefill's tokens × its cached context, each capped at sqCap.
+func cross(tokens, ctx uint64) uint64 { return min(tokens, sqCap) * min(ctx, sqCap) }
+
 // dropPrefill removes one booking's outstanding prefill from the owner's aggregates.
-func (t *Tracker) dropPrefill(st *ownerState, tokens uint64) {
+func (t *Tracker) dropPrefill(st *ownerState, tokens, ctx uint64) {
 	if tokens == 0 {
 		return
 	}
 	st.prefill -= tokens
 	st.pending--
 	st.squares -= square(tokens)
+	st.cross -= cross(tokens, ctx)
 	t.pending--
 	if st.pending == 0 {
 		t.busy--
@@ -204,7 +216,7 @@ func (t *Tracker) Free(id string) error {
 func (t *Tracker) free(bi uint32) {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
-	t.dropPrefill(st, r.prefill)
+	t.dropPrefill(st, r.prefill, r.ctx)
 	st.weight -= r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 	t.release(r.slot, r.tail)
 

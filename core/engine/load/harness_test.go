@@ -138,7 +138,8 @@ func (h *harness) step() error {
 		}
 	case op < mx[2]:
 		prefill := []uint64{0, 4, 100, math.MaxUint64/2 + 1}[h.c.intn(4)]
-		b := Booking{ID: h.id(), Owner: h.owner(), Hashes: h.prompt(), PrefillTokens: prefill,
+		ctx := []uint64{0, 7, 3000, math.MaxUint64}[h.c.intn(4)]
+		b := Booking{ID: h.id(), Owner: h.owner(), Hashes: h.prompt(), PrefillTokens: prefill, ContextTokens: ctx,
 			ExpectedOutputTokens: uint32(h.c.intn(100)), AdmittedAt: int64(h.c.intn(100))}
 		err = sameErr(h.t.Add(b), h.ref.add(b))
 	case op < mx[3]:

@@ -108,3 +108,11 @@ func (t *Tracker) ActivePrefixOrdinals(hashes []uint64, dst []uint32) []uint32 {
 		nd = next
 	}
 }
+
+// CrossAt returns PrefillCross of the owner at ordinal i (0 out of range). Cost O(1).
+func (t *Tracker) CrossAt(i int) uint64 {
+	if uint(i) >= uint(len(t.order)) {
+		return 0
+	}
+	return t.owners[t.order[i]].cross
+}

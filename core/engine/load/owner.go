@@ -23,6 +23,9 @@ type RankLoad struct {
 	// time under a quadratic prefill-time model.
 	PendingPrefills int
 	PrefillSquares  uint64
+	// PrefillCross is the sum over those prefills of PrefillTokens × ContextTokens (each capped
+	// at 2^31): with the speed model's K it prices their attention to cached context.
+	PrefillCross uint64
 	// Speed is the owner's prefill-speed model: learned from its prefill completions
 	// (speedtrack.go), the prior until then.
 	Speed SpeedModel
@@ -35,10 +38,12 @@ type ownerState struct {
 	id   kvwire.Owner
 	live bool
 	// prefill is the sum of prefill of the owner's live bookings; pending counts those with
-	// outstanding prefill and squares sums their prefill², capped per booking by sqCap.
+	// outstanding prefill, squares sums their prefill² and cross their prefill × cached context
+	// (Booking.ContextTokens), capped per booking by sqCap.
 	prefill uint64
 	pending int
 	squares uint64
+	cross   uint64
 	// weight is the fixed-point sum (WeightUnit per block) of the owner's
 	// live prompt-entry weights × edge lengths plus its output weights.
 	weight uint64
@@ -65,10 +70,10 @@ func (t *Tracker) AddOwner(o kvwire.Owner) {
 		t.ord = append(t.ord, 0)
 	}
 	st := &t.owners[slot]
-	st.id, st.live, st.prefill, st.weight, st.pending, st.squares = o, true, 0, 0, 0, 0
+	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross = o, true, 0, 0, 0, 0, 0
 	st.bookings = st.bookings[:0]
 	st.speed = speedState{}
-	st.speed.est.reset(t.defaultSpeed)
+	st.speed.est.reset(t.defaultSpeed, t.ctx.kappa)
 	t.slots[o] = slot
 
 	at, _ := slices.BinarySearchFunc(t.ids, o, kvwire.Owner.Compare)
@@ -105,7 +110,7 @@ func (t *Tracker) RemoveOwner(o kvwire.Owner) []string {
 	t.renumber(at)
 	t.version++
 	delete(t.slots, o)
-	st.live, st.prefill, st.weight, st.pending, st.squares = false, 0, 0, 0, 0
+	st.live, st.prefill, st.weight, st.pending, st.squares, st.cross = false, 0, 0, 0, 0, 0
 	t.freeSlots = append(t.freeSlots, slot)
 	return ids
 }
@@ -158,5 +163,6 @@ func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	st := &t.owners[slot]
 	d.Owner, d.ActivePrefillTokens, d.ActiveBlocks = st.id, st.prefill, roundBlocks(st.weight)
 	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
+	d.PrefillCross = st.cross
 	d.Speed = st.speed.est.cur
 }

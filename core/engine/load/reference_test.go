@@ -33,6 +33,7 @@ type refBooking struct {
 	owner    kvwire.Owner
 	hashes   []uint64
 	prefill  uint64
+	ctx      uint64
 	outputs  []uint64 // weight of each output block
 	admitted int64
 }
@@ -83,7 +84,7 @@ func (r *refTracker) add(b Booking) error {
 	}
 	ow.prefill += b.PrefillTokens
 	r.bookings[b.ID] = &refBooking{id: b.ID, owner: b.Owner, hashes: slices.Clone(b.Hashes),
-		prefill: b.PrefillTokens, admitted: b.AdmittedAt}
+		prefill: b.PrefillTokens, ctx: b.ContextTokens, admitted: b.AdmittedAt}
 	return nil
 }
 
@@ -173,7 +174,7 @@ func (r *refTracker) load(o kvwire.Owner) RankLoad {
 		sum += blk.w
 	}
 	n, pending := 0, 0
-	var squares uint64
+	var squares, cross uint64
 	for _, b := range r.bookings {
 		if b.owner == o {
 			n++
@@ -181,6 +182,7 @@ func (r *refTracker) load(o kvwire.Owner) RankLoad {
 				pending++
 				t := min(b.prefill, 1<<31)
 				squares += t * t
+				cross += t * min(b.ctx, 1<<31)
 			}
 			for _, w := range b.outputs {
 				sum += w
@@ -194,7 +196,7 @@ func (r *refTracker) load(o kvwire.Owner) RankLoad {
 		blocks++
 	}
 	return RankLoad{Owner: o, ActivePrefillTokens: ow.prefill, ActiveBlocks: blocks, ActiveRequests: n,
-		PendingPrefills: pending, PrefillSquares: squares}
+		PendingPrefills: pending, PrefillSquares: squares, PrefillCross: cross}
 }
 
 func (r *refTracker) loads() []RankLoad {

@@ -12,7 +12,7 @@ func learn(tr *Tracker, o kvwire.Owner, n int, s float64) {
 	st := &tr.owners[slot].speed
 	p := st.est.prior.MS(1000)
 	for range n {
-		st.est.observeWork(p, s*p)
+		st.est.observeWork(p, 0, s*p)
 	}
 	tr.publishSpeed(slot)
 }

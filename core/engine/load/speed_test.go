@@ -17,6 +17,9 @@ type fifoWorker struct {
 	rng      *rand.Rand
 	freeAt   float64 // ms at which the worker's prefill unit is free
 	outliers float64 // probability of a 10× outlier interval
+	// prompt, when set, draws each request's uncached and cached context tokens (the truth's
+	// WorkMS times it); nil draws 200–12,199 uncached tokens without context.
+	prompt func(rng *rand.Rand) (tokens, ctx uint64)
 }
 
 // run books n requests on owner o of tr with the given mean gap (ms) and returns the fraction
@@ -40,16 +43,21 @@ func (w *fifoWorker) run(t *testing.T, tr *Tracker, o kvwire.Owner, n int, gapMS
 	for i := range n {
 		now += w.rng.ExpFloat64() * gapMS
 		flush(now)
-		tokens := uint64(200 + w.rng.IntN(12000))
+		var tokens, ctx uint64
+		if w.prompt != nil {
+			tokens, ctx = w.prompt(w.rng)
+		} else {
+			tokens = uint64(200 + w.rng.IntN(12000))
+		}
 		id := fmt.Sprintf("r%d-%d", o.Worker, i)
-		if err := tr.Add(Booking{ID: id, Owner: o, PrefillTokens: tokens, AdmittedAt: int64(now * 1e6)}); err != nil {
+		if err := tr.Add(Booking{ID: id, Owner: o, PrefillTokens: tokens, ContextTokens: ctx, AdmittedAt: int64(now * 1e6)}); err != nil {
 			t.Fatal(err)
 		}
 		start := max(now, w.freeAt)
 		if start > now {
 			queued++
 		}
-		ms := scale(i) * w.truth.MS(float64(tokens)) * (1 + 0.1*w.rng.NormFloat64())
+		ms := scale(i) * w.truth.WorkMS(float64(tokens), float64(ctx)) * (1 + 0.1*w.rng.NormFloat64())
 		if w.rng.Float64() < w.outliers {
 			ms *= 10
 		}

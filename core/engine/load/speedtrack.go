@@ -42,29 +42,32 @@ type speedState struct {
 	est    speedEstimator
 	mark   int64 // unix nanos; valid when marked
 	marked bool
-	// held is the sample not yet learned (see above): work at the prior's speed and interval.
-	heldWork, heldMS float64
+	// held is the sample not yet learned (see above): its features (speedEstimator) and
+	// interval.
+	heldX1, heldX2, heldMS float64
 }
 
-// complete takes one timed completion of tokens uncached tokens that occupied the rank for ms,
-// merging it into the held sample when it is part of the same batch; it reports whether the
-// estimate changed.
-func (sp *speedState) complete(tokens uint64, ms float64) bool {
+// complete takes one timed completion of tokens uncached tokens after ctx cached ones that
+// occupied the rank for ms, merging it into the held sample when it is part of the same batch.
+// When it is not, the held sample is learned and returned (ok true) for the partition's
+// context estimator (speed_context.go).
+func (sp *speedState) complete(tokens, ctx uint64, ms float64) (x1, x2, held float64, ok bool) {
 	if !sp.est.prior.Valid() {
-		return false
+		return 0, 0, 0, false
 	}
-	p := sp.est.prior.MS(float64(tokens))
-	if sp.heldWork > 0 && ms < 0.5*p*sp.est.factor() {
-		sp.heldWork += p
+	n1, n2 := features(sp.est.prior, float64(tokens), float64(ctx))
+	if sp.heldX1 > 0 && ms < 0.5*sp.est.predictMS(n1, n2) {
+		sp.heldX1 += n1
+		sp.heldX2 += n2
 		sp.heldMS += ms
-		return false
+		return 0, 0, 0, false
 	}
-	learned := sp.heldWork > 0
-	if learned {
-		sp.est.observeWork(sp.heldWork, sp.heldMS)
+	x1, x2, held, ok = sp.heldX1, sp.heldX2, sp.heldMS, sp.heldX1 > 0
+	if ok {
+		sp.est.observeWork(x1, x2, held)
 	}
-	sp.heldWork, sp.heldMS = p, ms
-	return learned
+	sp.heldX1, sp.heldX2, sp.heldMS = n1, n2, ms
+	return x1, x2, held, ok
 }
 
 // SetSpeedPrior sets o's prior speed model (it is used until samples arrive and regularises the
@@ -109,12 +112,14 @@ func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
 	if r.prefill > 0 && st.speed.marked {
-		if now >= st.speed.mark && st.speed.complete(r.prefill, float64(now-st.speed.mark)/1e6) {
-			t.publishSpeed(r.slot)
+		if now >= st.speed.mark {
+			if x1, x2, ms, ok := st.speed.complete(r.prefill, r.ctx, float64(now-st.speed.mark)/1e6); ok {
+				t.learned(r.slot, x1, x2, ms)
+			}
 		}
 		st.speed.mark = max(st.speed.mark, now)
 	}
-	t.dropPrefill(st, r.prefill)
+	t.dropPrefill(st, r.prefill, r.ctx)
 	r.prefill = 0
 	return nil
 }
@@ -125,4 +130,16 @@ func (st *ownerState) startStretch(prefill uint64, at int64) {
 	if prefill > 0 && st.pending == 0 {
 		st.speed.mark, st.speed.marked = at, true
 	}
+}
+
+// learned publishes slot's new estimate after it learned the sample (x1, x2, ms), which also
+// teaches the partition's context share; when that share changes, every owner is re-fitted at
+// the new one and republished (O(owners); the share is quantised, so this is rare).
+func (t *Tracker) learned(slot uint32, x1, x2, ms float64) {
+	if !t.ctx.observe(x1, x2, ms) {
+		t.publishSpeed(slot)
+		return
+	}
+	t.publishSpeed(slot)
+	t.refitShare()
 }

@@ -1,6 +1,10 @@
 package load
 
-import "github.com/kvselect/kvselect/kvwire"
+import (
+	"math"
+
+	"github.com/kvselect/kvselect/kvwire"
+)
 
 // Tracker is the active-load accounting of one partition: the live bookings
 // of all its owners and the prompt trie they share. The zero value is not
@@ -49,6 +53,8 @@ type Tracker struct {
 	// central caches CentralSpeed (speed_central.go), speedSum SpeedSum (aggregate.go).
 	central  centralSpeed
 	speedSum speedSum
+	// ctx learns the partition's context share from every owner's samples (speed_context.go).
+	ctx ctxEstimator
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
@@ -59,14 +65,41 @@ func (t *Tracker) SetDefaultSpeed(m SpeedModel) {
 	}
 }
 
+// SetContextShare sets the partition's context share prior κ₀ (ContextShareOf a prior model;
+// clipped to [0, maxCtx]) and whether samples may move it (speed_context.go); a new tracker has
+// κ₀ = 0 and does not learn. Owners are re-fitted at the resulting share.
+func (t *Tracker) SetContextShare(prior float64, learn bool) {
+	if math.IsNaN(prior) {
+		prior = 0
+	}
+	t.ctx.learn = learn
+	t.ctx.setPrior(prior)
+	t.refitShare()
+}
+
+// ContextShare returns the partition's context share κ and how many samples it has seen.
+func (t *Tracker) ContextShare() (kappa float64, samples uint64) { return t.ctx.kappa, t.ctx.samples }
+
+// refitShare re-fits every live owner whose share is not the partition's, and republishes it.
+func (t *Tracker) refitShare() {
+	for s := range t.owners {
+		if st := &t.owners[s]; st.live && st.speed.est.kappa != t.ctx.kappa {
+			st.speed.est.setKappa(t.ctx.kappa)
+			t.publishSpeed(uint32(s))
+		}
+	}
+}
+
 // NewTracker returns an empty tracker with no owners.
 func NewTracker() *Tracker {
-	return &Tracker{
+	t := &Tracker{
 		slots: make(map[kvwire.Owner]uint32),
 		nodes: make([]node, 1), // nodes[nilNode] is never used
 		heads: make(map[uint64]uint32),
 		byID:  make(map[string]uint32),
 	}
+	t.ctx.setPrior(0)
+	return t
 }
 
 // Len returns the number of live bookings.

@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"math"
+	"testing"
+)
+
+// TestCostPricesCachedContext: with a context coefficient K the kvselect cost of a rank adds
+// K·t·c for the request's t uncached tokens after its c cached ones, and K·Σ tᵢ·cᵢ for the
+// rank's pending prefills (load.RankLoad.PrefillCross); without one (K = 0, the legacy
+// engine's share) both are free, and a miss costs the same either way.
+func TestCostPricesCachedContext(t *testing.T) {
+	cfg := KVSelectDefaults()
+	cfg.RobustKVSelect = false // price at the configured prior, with or without K
+	const bs, isl = 16, 8192 + 800
+	cost := func(k float64, cachedBlocks int32, cross uint64) float64 {
+		w := weightsOf(&cfg)
+		w.modelK = k
+		terms := newKVSelectTerms(&normalized{isl: isl}, bs, w)
+		terms.observeRank(PrefillModel{}, 1)
+		return terms.costOf(cachedBlocks, 0, 0, 0, 0, PrefillModel{}, 3000, 3000*3000, cross, 1, 1, 0, 0, 0)
+	}
+	k := 2 * cfg.PrefillModelA
+	const cross = 3000 * 20_000 // the pending prefill: 3,000 tokens after 20K cached
+	beta := 1.0                 // the rank's one pending prefill (betaAt)
+	hit := cost(k, 8192/bs, cross) - cost(0, 8192/bs, cross)
+	if want := (1+beta)*k*800*8192 + k*cross; math.Abs(hit-want) > 1e-9*want {
+		t.Errorf("hit after 8,192 cached tokens: K adds %.3f ms, want %.3f", hit, want)
+	}
+	miss := cost(k, 0, 0) - cost(0, 0, 0)
+	if miss != 0 {
+		t.Errorf("a miss on a rank with no pending context costs %.3f ms more with K", miss)
+	}
+	if q := cost(k, 0, cross) - cost(0, 0, cross); math.Abs(q-k*cross) > 1e-9*k*cross {
+		t.Errorf("pending context priced %.3f ms, want K·Σtc = %.3f", q, k*cross)
+	}
+}
