@@ -117,8 +117,8 @@ func (m *moments) add(x1, x2, ms, w, forget float64) {
 }
 
 // maxCtx bounds the context share κ: four times the prior's own attention cost per pair, more
-// than any engine's attention costs relative to its prefill (the simulator's vLLM- and
-// SGLang-style presets learn about 0.6–1.3, integration/fleet/model.go).
+// than any engine's attention costs relative to its prefill (the simulator's presets learn
+// 0.44–1.16, speed_context.go).
 const maxCtx = 4
 
 // ctxRef is kRef, the unit of the context coefficient for prior m: 2·A, the cost of one
@@ -162,17 +162,6 @@ func (e *speedEstimator) estimate() SpeedEstimate {
 // predictMS is the current fit's time for features x1 and x2.
 func (e *speedEstimator) predictMS(x1, x2 float64) float64 {
 	return float64(e.s * (x1 + float64(e.kappa*x2)))
-}
-
-// observe takes one sample: a prefill of tokens uncached tokens after ctx cached ones that
-// occupied the rank for ms. Non-finite, non-positive or absurd intervals, and samples while
-// the prior is unknown, are ignored.
-func (e *speedEstimator) observe(tokens, ctx uint64, ms float64) {
-	if !e.prior.Valid() {
-		return
-	}
-	x1, x2 := features(e.prior, float64(tokens), float64(ctx))
-	e.observeWork(x1, x2, ms)
 }
 
 // usable reports whether a sample with features x1, x2 and interval ms can be learned from.

@@ -16,9 +16,9 @@ import "math"
 // makes b's units comparable; each rank keeps its own factor. The memory is ctxMemory samples
 // of the whole partition.
 //
-// Measured in the simulator (500+ requests a rank): the vLLM-style 8B preset, whose attention
-// is 1.06e-6 ms per pair against a learned 2·A·s of ~1.6e-6, learns κ ≈ 0.6–0.7; the SGLang-
-// style 8B preset 1.1–1.3; the legacy preset, timed by new tokens only, κ ≈ 0.
+// Measured in the simulator (8 workers, a few thousand requests): κ = 1.16 on the vLLM-style 8B
+// preset (sysprompt-onehot), 1.06 on the SGLang-style 8B one and 0.44–0.47 on the 70B TP8 preset
+// (mixed), 0 on the legacy preset, timed by new tokens only (README, "Learned worker speed").
 type ctxEstimator struct {
 	learn   bool // samples may move the share off its prior (Tracker.SetContextShare)
 	m       moments

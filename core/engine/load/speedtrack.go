@@ -136,10 +136,9 @@ func (st *ownerState) startStretch(prefill uint64, at int64) {
 // teaches the partition's context share; when that share changes, every owner is re-fitted at
 // the new one and republished (O(owners); the share is quantised, so this is rare).
 func (t *Tracker) learned(slot uint32, x1, x2, ms float64) {
-	if !t.ctx.observe(x1, x2, ms) {
-		t.publishSpeed(slot)
-		return
-	}
+	changed := t.ctx.observe(x1, x2, ms)
 	t.publishSpeed(slot)
-	t.refitShare()
+	if changed {
+		t.refitShare()
+	}
 }
