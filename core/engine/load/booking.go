@@ -258,6 +258,7 @@ func (t *Tracker) Get(id string) (Booking, bool) {
 		Owner:                t.owners[r.slot].id,
 		Hashes:               r.hashes,
 		PrefillTokens:        r.prefill,
+		ContextTokens:        r.ctx,
 		ExpectedOutputTokens: r.expected,
 		AdmittedAt:           r.admitted,
 	}, true
