@@ -24,8 +24,9 @@ type Config struct {
 	PrefillModelA, PrefillModelB, PrefillModelC float64
 	// PrefillModelK is the prior's cost of cached context: K·t·c ms more for t uncached tokens
 	// after c cached ones (load.SpeedModel). Default 0, as the mocker's polynomial (timed by new
-	// tokens only); each rank learns its own K from the context of its bookings (load/speed.go),
-	// so a worker whose attention reads the cached prefix (vLLM, SGLang) is priced for it.
+	// tokens only). It is the prior of the partition's context share κ = K / (2·A) (B/16384
+	// without A; load.ContextShareOf, capped at 4 and quantised to 1/32), which the partition
+	// learns with LearnContextCost; each rank's K is then its own speed factor × κ × 2·A.
 	PrefillModelK float64
 	// LearnContextCost lets each partition learn how much of a prefill's time is its attention
 	// to the cached context (the context share, load/speed_context.go) from its ranks'

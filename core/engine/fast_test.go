@@ -396,6 +396,12 @@ func differentialConfigs() map[string]func(*Config) {
 		// above 1 (the saturation is then scanned; kvselect_partition.go).
 		"kvselect_odd_miss_work":  func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 0.3 },
 		"kvselect_high_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 2.5 },
+		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
+		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
+		"kvselect_context": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.PrefillModelK, c.LearnContextCost = 0.8*2*c.PrefillModelA, false
+		},
 		"kvselect_tiers": func(c *Config) {
 			*c = KVSelectDefaults()
 			c.HostCacheHitWeight, c.DiskCacheHitWeight, c.DecodeActiveRequestWeight = 0.5, 0.25, 0.3

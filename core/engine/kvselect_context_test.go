@@ -35,3 +35,25 @@ func TestCostPricesCachedContext(t *testing.T) {
 		t.Errorf("pending context priced %.3f ms, want K·Σtc = %.3f", q, k*cross)
 	}
 }
+
+// TestCostPricesLearnedContextInBand: without RobustKVSelect a rank whose learned speed lies
+// within the band of the prior is priced at the prior's speed but at its learned context share,
+// not at the prior's K (PrefillModelK, 0 by default: context priced free on such ranks only).
+func TestCostPricesLearnedContextInBand(t *testing.T) {
+	cfg := KVSelectDefaults()
+	cfg.RobustKVSelect = false
+	const bs, isl = 16, 8192 + 800
+	prior := cfg.priorSpeed(0)
+	cost := func(k float64) float64 {
+		sp := scaled(prior, 1.5) // within 2x of the prior: priced at the prior's speed
+		sp.K = k
+		terms := newKVSelectTerms(&normalized{isl: isl}, bs, weightsOf(&cfg))
+		terms.observeRank(sp, 0)
+		return terms.costOf(8192/bs, 0, 0, 0, 0, sp, 0, 0, 0, 0, 1, 0, 0, 0)
+	}
+	k := 1.5 * 0.8 * 2 * prior.A // the rank's factor × share 0.8 × kRef
+	want := (0.8 * 2 * prior.A) * 800 * 8192
+	if got := cost(k) - cost(0); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("learned context share on a rank priced at the prior adds %.3f ms, want %.3f", got, want)
+	}
+}

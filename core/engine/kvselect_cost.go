@@ -206,6 +206,9 @@ func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
 		ref = c
 	}
 	if withinBand(sp.B, ref.B) {
+		// The reference's speed, the rank's context share: K scaled as B is (both are the rank's
+		// factor × the prior's; K also × the partition's learned share).
+		ref.K = float64(sp.K/sp.B) * ref.B
 		return ref
 	}
 	return sp

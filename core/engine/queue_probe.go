@@ -94,7 +94,9 @@ func (e *Engine) probeQueue(req *SelectRequest, parked *parkedPrompt) (QueueProb
 }
 
 // serviceMS is the prefill time of uncached tokens on a rank whose learned model is sp: sp's
-// when it is usable and learning is on, prior's otherwise; never negative.
+// when it is usable and learning is on, prior's otherwise; never negative. It leaves out the
+// attention to cached context (SpeedModel.K): the aging order compares parked requests by the
+// work only they need, and every request's cached prefix is read on whichever rank serves it.
 func serviceMS(sp, prior load.SpeedModel, fixed bool, uncached uint64) float64 {
 	if fixed || !sp.Valid() {
 		sp = prior

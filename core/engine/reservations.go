@@ -366,8 +366,10 @@ func (e *Engine) DropPeer(sender string) int {
 }
 
 // contextOf is the cached context before a booking's prefill tokens: the rest of its prompt of
-// isl tokens (0 when either is unknown).
+// isl tokens (0 when either is unknown), isl capped at MaxISLTokens, the bound a local request
+// has (a peer's ReplicaAdd.ISL is not validated on the wire).
 func contextOf(isl, prefill uint64) uint64 {
+	isl = min(isl, MaxISLTokens)
 	if prefill == 0 || isl <= prefill {
 		return 0
 	}

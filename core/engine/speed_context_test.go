@@ -24,7 +24,11 @@ func TestContextShareLearnedThroughLifecycle(t *testing.T) {
 	prior := cfg.priorSpeed(0)
 	prefix := toks(1_000_000, 32768)
 	truth := map[kvwire.Owner]PrefillModel{}
-	for w, s := range map[uint64]float64{1: 1.5, 2: 2.5} {
+	for _, ws := range []struct {
+		w uint64
+		s float64
+	}{{1, 1.5}, {2, 2.5}} {
+		w, s := ws.w, ws.s
 		mustUpsert(t, e, spec(w))
 		o := kvwire.Owner{Worker: w}
 		store(t, e, o, prefix)

@@ -57,7 +57,8 @@ type bookingRec struct {
 
 // Add books b on its owner. It fails, changing nothing, with ErrDuplicate
 // when b.ID is live in this tracker, ErrUnknownOwner when b.Owner is not
-// known, and ErrOverflow when the owner's prefill counter would overflow.
+// known, and ErrOverflow when the owner's prefill counter, or its sum of squares or of cross
+// products (each booking's up to 2^62: four bookings of 2^31 tokens), would overflow.
 func (t *Tracker) Add(b Booking) error {
 	if _, ok := t.byID[b.ID]; ok {
 		return fmt.Errorf("booking %q: %w", b.ID, ErrDuplicate)
@@ -69,6 +70,9 @@ func (t *Tracker) Add(b Booking) error {
 	st := &t.owners[slot]
 	if b.PrefillTokens > math.MaxUint64-st.prefill {
 		return fmt.Errorf("booking %q: %d prefill tokens: %w", b.ID, b.PrefillTokens, ErrOverflow)
+	}
+	if b.PrefillTokens > 0 && (square(b.PrefillTokens) > math.MaxUint64-st.squares || cross(b.PrefillTokens, b.ContextTokens) > math.MaxUint64-st.cross) {
+		return fmt.Errorf("booking %q: %d prefill tokens after %d: %w", b.ID, b.PrefillTokens, b.ContextTokens, ErrOverflow)
 	}
 
 	tail := t.acquire(slot, b.Hashes)
@@ -135,8 +139,8 @@ func (t *Tracker) PrefillComplete(id string) error {
 	return nil
 }
 
-// sqCap bounds the tokens of one booking that enter PrefillSquares, so the sum cannot overflow
-// for any realistic number of bookings.
+// sqCap bounds the tokens of one booking that enter PrefillSquares and PrefillCross (each
+// booking adds at most 2^62); Add refuses a booking whose sum would overflow (ErrOverflow).
 const sqCap = 1 << 31
 
 func square(tokens uint64) uint64 {
@@ -254,6 +258,7 @@ func (t *Tracker) Get(id string) (Booking, bool) {
 		Owner:                t.owners[r.slot].id,
 		Hashes:               r.hashes,
 		PrefillTokens:        r.prefill,
+		ContextTokens:        r.ctx,
 		ExpectedOutputTokens: r.expected,
 		AdmittedAt:           r.admitted,
 	}, true

@@ -17,7 +17,7 @@ var (
 	// ErrInvalidFraction: OutputBlock with a decay fraction outside [0, 1]
 	// (or NaN).
 	ErrInvalidFraction = errors.New("load: decay fraction outside [0, 1]")
-	// ErrOverflow: Add whose prefill tokens would overflow the owner's
-	// 64-bit active prefill counter.
+	// ErrOverflow: Add whose prefill tokens would overflow one of the owner's
+	// 64-bit active prefill counters (tokens, squares, cross products).
 	ErrOverflow = errors.New("load: active prefill tokens overflow")
 )

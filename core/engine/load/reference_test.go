@@ -75,6 +75,19 @@ func (r *refTracker) add(b Booking) error {
 	if ow.prefill+b.PrefillTokens < ow.prefill {
 		return ErrOverflow
 	}
+	if b.PrefillTokens > 0 {
+		var sq, cr uint64
+		for _, o := range r.bookings {
+			if o.owner == b.Owner && o.prefill > 0 {
+				t := min(o.prefill, 1<<31)
+				sq, cr = sq+t*t, cr+t*min(o.ctx, 1<<31)
+			}
+		}
+		t := min(b.PrefillTokens, 1<<31)
+		if t*t > math.MaxUint64-sq || t*min(b.ContextTokens, 1<<31) > math.MaxUint64-cr {
+			return ErrOverflow
+		}
+	}
 	for _, h := range b.Hashes {
 		if blk := ow.blocks[h]; blk != nil {
 			blk.rc++

@@ -51,7 +51,10 @@ const (
 	warmSamples = 8
 	// quantum sets the resolution of the published factor (solve).
 	quantum = 32
-	// maxSampleMS drops intervals longer than ten minutes (a stuck or forgotten request).
+	// maxSampleMS drops intervals longer than ten minutes (a stuck or forgotten request), and
+	// samples whose features (x₁, x₂: ms at the prior's speed) exceed it: a booking whose tokens
+	// or context are absurd (a peer's bad PrefillTokens or ISL) would otherwise outweigh every
+	// honest sample for thousands of completions.
 	maxSampleMS = 600_000
 )
 
@@ -166,7 +169,7 @@ func (e *speedEstimator) predictMS(x1, x2 float64) float64 {
 
 // usable reports whether a sample with features x1, x2 and interval ms can be learned from.
 func usable(x1, x2, ms float64) bool {
-	return ms > 0 && ms <= maxSampleMS && x1 > 0 && x2 >= 0 && !math.IsInf(x2, 0)
+	return ms > 0 && ms <= maxSampleMS && x1 > 0 && x1 <= maxSampleMS && x2 >= 0 && x2 <= maxSampleMS
 }
 
 // observeWork is observe for work with features x1 (ms at the prior's speed, without context)

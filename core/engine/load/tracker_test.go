@@ -276,13 +276,13 @@ func TestLookup(t *testing.T) {
 func TestGet(t *testing.T) {
 	tr := newTestTracker(t, w1r1)
 	h := chain([]uint64{4, 5})
-	in := Booking{ID: "g", Owner: w1r1, Hashes: h, PrefillTokens: 9, ExpectedOutputTokens: 33, AdmittedAt: -7}
+	in := Booking{ID: "g", Owner: w1r1, Hashes: h, PrefillTokens: 9, ContextTokens: 5, ExpectedOutputTokens: 33, AdmittedAt: -7}
 	if err := tr.Add(in); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := tr.Get("g")
 	if !ok || got.ID != in.ID || got.Owner != in.Owner || !slices.Equal(got.Hashes, h) ||
-		got.PrefillTokens != 9 || got.ExpectedOutputTokens != 33 || got.AdmittedAt != -7 {
+		got.PrefillTokens != 9 || got.ContextTokens != 5 || got.ExpectedOutputTokens != 33 || got.AdmittedAt != -7 {
 		t.Fatalf("Get = %+v, %v", got, ok)
 	}
 	if err := tr.PrefillComplete("g"); err != nil {
