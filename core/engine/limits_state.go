@@ -11,7 +11,7 @@ type boundState struct {
 	RejectedTooLarge      uint64 // requests over MaxRequestTokens/MaxRequestHashes
 	RejectedBookings      uint64 // bookings refused by MaxBookings/MaxBookedBlocks
 	RejectedWorkerBooking uint64 // bookings refused by MaxBookingsPerWorker
-	DroppedPeerBookings   uint64 // peer admissions dropped by a booking limit
+	DroppedPeerBookings   uint64 // peer admissions dropped by a booking limit or out of range (tokens > MaxISLTokens)
 	RejectedWorkers       uint64 // registrations refused by MaxWorkers
 	RejectedPartitions    uint64 // registrations refused by MaxPartitions
 	ReclaimedPartitions   uint64 // empty partitions deleted to make room under MaxPartitions

@@ -283,7 +283,10 @@ func (e *Engine) ApplyReplica(ev *ReplicaEvent, now time.Time) bool {
 		if old, ok := e.resv[ev.RequestID]; ok {
 			e.dropRow(ev.RequestID, old)
 		}
-		if e.admitBooking(ev.Owner.Worker, len(ev.Add.TokenSequence)) != nil {
+		if ev.Add.PrefillTokens > MaxISLTokens || uint64(ev.Add.ISL) > MaxISLTokens ||
+			e.admitBooking(ev.Owner.Worker, len(ev.Add.TokenSequence)) != nil {
+			// A local request can book neither (prompt.go): a peer's would only skew this
+			// rank's load and speed learning.
 			e.bounds.DroppedPeerBookings++
 			return false
 		}

@@ -348,7 +348,7 @@ func peerEvent(c scriptCmd) *ReplicaEvent {
 		}
 		track := c.boolp("track")
 		ev.Kind = LifecycleAdd
-		ev.Add = &ReplicaAdd{TokenSequence: seq, TrackPrefill: track == nil || *track, ISL: uint64(4 * len(seq)),
+		ev.Add = &ReplicaAdd{TokenSequence: seq, TrackPrefill: track == nil || *track, ISL: c.num("isl", uint64(4*len(seq))),
 			PrefillTokens: c.num("prefill", uint64(4*len(seq)))}
 	case "peer_prefill_complete":
 		ev.Kind = LifecyclePrefillComplete
