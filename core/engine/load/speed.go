@@ -126,8 +126,9 @@ const maxCtx = 4
 
 // ctxRef is kRef, the unit of the context coefficient for prior m: 2·A, the cost of one
 // (query, context) pair if the prior's quadratic term is attention (A·t² for t²/2 pairs), or
-// B/16384 when the prior has no quadratic term (an attention pair costs ~1/28,000 of a token's
-// weights pass on an 8B model, integration/fleet/model.go).
+// B/16384 when the prior has no quadratic term: a unit of the same order as the default
+// prior's 2·A/B (1/18,000) and as an attention pair's cost against a token's weights pass on an
+// 8B model (1/28,000, integration/fleet/model.go), so that κ stays of order 1.
 func ctxRef(m SpeedModel) float64 {
 	if m.A > 0 {
 		return 2 * m.A
