@@ -136,3 +136,31 @@ func TestContextShareOffKeepsPrior(t *testing.T) {
 		t.Fatalf("share %v, K %v after setting the prior to 1", k, tr.Speed(o).Model.K)
 	}
 }
+
+// TestContextShareFloorAbsorbsChurn: workers that pay nothing for context but whose caches
+// churn — some booked hits find their prefix evicted and recompute it in full — give intervals
+// that grow with the booked context, which the pooled fit reads as a small share; the floor keeps
+// it at 0. (On the legacy preset's overloaded agentic workload the fit was 0.16, and priced it
+// tipped the fleet into thrashing: TestNoCollapseUnderOverload.) A tenth of the hits churning
+// fits about 0.05; the floor is for biases of that order. Heavier churn is not absorbed: with a
+// fifth of the hits recomputed the fit is 0.79, which the Huber weights no longer treat as
+// outliers.
+func TestContextShareFloorAbsorbsChurn(t *testing.T) {
+	tr := NewTracker()
+	tr.SetDefaultSpeed(testPrior)
+	tr.SetContextShare(0, true)
+	for i := range 4 {
+		o := kvwire.Owner{Worker: uint64(i + 1)}
+		tr.AddOwner(o)
+		w := &fifoWorker{truth: testTruth, rng: rand.New(rand.NewPCG(uint64(i), 77)), prompt: mixedPrompt, churn: 0.1}
+		w.run(t, tr, o, 500, 600, func(int) float64 { return 1 })
+	}
+	fitted := tr.ctx.b / tr.ctx.a
+	if !(fitted > 0.05) {
+		t.Fatalf("fitted share %.3f: the churn must bias the fit for this test to mean anything", fitted)
+	}
+	if k, _ := tr.ContextShare(); k != 0 {
+		t.Fatalf("published share %v from a fit of %.3f, below the floor %v", k, fitted, ctxFloor)
+	}
+	t.Logf("churn-biased fit %.3f, published 0", fitted)
+}

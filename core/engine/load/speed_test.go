@@ -20,6 +20,9 @@ type fifoWorker struct {
 	// prompt, when set, draws each request's uncached and cached context tokens (the truth's
 	// WorkMS times it); nil draws 200–12,199 uncached tokens without context.
 	prompt func(rng *rand.Rand) (tokens, ctx uint64)
+	// churn is the probability that a request booked with context finds it evicted and
+	// recomputes it: its interval is the truth's for tokens + ctx uncached tokens.
+	churn float64
 }
 
 // run books n requests on owner o of tr with the given mean gap (ms) and returns the fraction
@@ -57,7 +60,11 @@ func (w *fifoWorker) run(t *testing.T, tr *Tracker, o kvwire.Owner, n int, gapMS
 		if start > now {
 			queued++
 		}
-		ms := scale(i) * w.truth.WorkMS(float64(tokens), float64(ctx)) * (1 + 0.1*w.rng.NormFloat64())
+		work := w.truth.WorkMS(float64(tokens), float64(ctx))
+		if ctx > 0 && w.churn > 0 && w.rng.Float64() < w.churn {
+			work = w.truth.MS(float64(tokens + ctx))
+		}
+		ms := scale(i) * work * (1 + 0.1*w.rng.NormFloat64())
 		if w.rng.Float64() < w.outliers {
 			ms *= 10
 		}
