@@ -40,3 +40,53 @@ func TestLearnedSpeedConvergesInSim(t *testing.T) {
 		}
 	}
 }
+
+// TestContextShareLearnedInSim: through the real selection engine, a fleet of vLLM-style
+// engines (whose prefill attends to the cached prefix: fleet.StepModel's attention term counts
+// every context token) teaches the partition a context share well above the floor, and every
+// rank's K follows from it; legacy engines (the mocker's polynomial, new tokens only) on the
+// same workload teach none. The workload is a hot 16K-token system prompt (sysprompt-onehot),
+// whose hits attend to 16K cached tokens each. Nothing about the engines' timing reaches the
+// selection engine but booking, prefill_complete and free.
+func TestContextShareLearnedInSim(t *testing.T) {
+	reqs, err := Synth("sysprompt?requests=3000&prompts=4&zipf=2.5&sys=16384&shared=0.95&seed=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model    string
+		capacity int
+		min, max float64
+	}{
+		{fleet.PresetH100_8B, 773, 0.5, 2},
+		{fleet.PresetLegacy, 4000, 0, 0},
+	} {
+		cfg := Config{Workers: 8, CapacityBlocks: c.capacity, Speedup: 1.3, Seed: 42, Model: c.model, KVEventDelayMS: 5}
+		sp, capacity, err := cfg.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
+		p, err := NewEnginePolicyFor("kvselect", KVSelectConfig(), info, cfg.Workers, cfg.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Run(cfg, reqs, p, p); err != nil {
+			t.Fatal(err)
+		}
+		st := p.Engine().PartitionStats()
+		if len(st) != 1 {
+			t.Fatalf("%d partitions", len(st))
+		}
+		k := st[0].ContextShare
+		t.Logf("%s: context share %.3f", c.model, k)
+		if k < c.min || k > c.max {
+			t.Errorf("%s: learned context share %.3f, want within [%v, %v]", c.model, k, c.min, c.max)
+		}
+		for _, r := range st[0].PrefillSpeeds {
+			if want := k * 2 * r.MSPerTokenSquared; math.Abs(r.MSPerTokenContextToken-want) > 1e-9*max(want, 1e-12) {
+				t.Errorf("%s: a rank's K %.3g, want its factor × the share × 2A = %.3g", c.model, r.MSPerTokenContextToken, want)
+			}
+		}
+	}
+}
