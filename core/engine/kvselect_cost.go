@@ -195,7 +195,7 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 // worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
 // priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
-	ref := k.w.prior()
+	ref := k.w.prior
 	if k.w.fixedSpeed || !(sp.B > 0) {
 		return ref
 	}
