@@ -15,7 +15,7 @@ func TestCostPricesCachedContext(t *testing.T) {
 	const bs, isl = 16, 8192 + 800
 	cost := func(k float64, cachedBlocks int32, cross uint64) float64 {
 		w := weightsOf(&cfg)
-		w.modelK = k
+		w.prior.K = k
 		terms := newKVSelectTerms(&normalized{isl: isl}, bs, w)
 		terms.observeRank(PrefillModel{}, 1)
 		return terms.costOf(cachedBlocks, 0, 0, 0, 0, PrefillModel{}, 3000, 3000*3000, cross, 1, 1, 0, 0, 0)

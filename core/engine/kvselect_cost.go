@@ -195,7 +195,7 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 // worker (another GPU, a shared GPU, a larger model) differs from the rest by more and is
 // priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
-	ref := k.w.prior()
+	ref := k.w.prior
 	if k.w.fixedSpeed || !(sp.B > 0) {
 		return ref
 	}
@@ -222,11 +222,7 @@ func withinBand(x, ref float64) bool {
 // queueMS is a rank's booked, not yet completed prefill work in its own speed model: prefill
 // tokens, their squares and their products with their cached context (load.RankLoad).
 func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) float64 {
-	q := float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending))
-	if cross > 0 {
-		q += float64(sp.K * float64(cross))
-	}
-	return q
+	return float64(sp.A*float64(squares)) + float64(sp.B*float64(prefill)) + float64(sp.C*float64(pending)) + float64(sp.K*float64(cross))
 }
 
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
@@ -242,11 +238,8 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	tiers := float64(w.credit*device) + float64(w.host*float64(host)) + float64(w.disk*float64(disk))
 	cached := min(k.isl, tiers*k.bs)
 	queue := queueMS(sp, prefill, squares, cross, pending)
-	fresh := sp.MS(k.isl - cached) // the uncached tokens' own work
-	own := fresh                   // and their attention to the cached ones
-	if sp.K > 0 && cached > 0 {
-		own = sp.WorkMS(k.isl-cached, cached)
-	}
+	fresh := sp.MS(k.isl - cached)                              // the uncached tokens' own work
+	own := fresh + float64(float64(sp.K*(k.isl-cached))*cached) // and their attention to the cached ones (WorkMS)
 	beta := k.betaAt(pending)
 	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
 	if w.affinity > 0 {

@@ -86,10 +86,10 @@ func (k *kvselectTerms) settle() {
 	if k.ranks > 0 {
 		k.sat = k.busy / float64(k.ranks)
 	}
-	k.agreed = k.nB > 0 && w.modelB > 0
+	k.agreed = k.nB > 0 && w.prior.B > 0
 	if k.agreed {
 		ref := k.sumB / float64(k.nB)
-		s := ref / w.modelB
-		k.consensus, k.consensusHi = load.SpeedModel{A: w.modelA * s, B: ref, C: w.modelC * s, K: k.sumK / float64(k.nB)}, consensusBand*ref
+		s := ref / w.prior.B
+		k.consensus, k.consensusHi = load.SpeedModel{A: w.prior.A * s, B: ref, C: w.prior.C * s, K: k.sumK / float64(k.nB)}, consensusBand*ref
 	}
 }

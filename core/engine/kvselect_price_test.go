@@ -11,7 +11,7 @@ import (
 
 // priceTerms is kvselect's terms with prior p and the partition's central learned speed c.
 func priceTerms(p, c PrefillModel) kvselectTerms {
-	w := weights{policy: kvselectPolicy{}, modelA: p.A, modelB: p.B, modelC: p.C, central: c}
+	w := weights{policy: kvselectPolicy{}, prior: p, central: c}
 	return newKVSelectTerms(&normalized{isl: 4096}, 16, w)
 }
 

@@ -45,7 +45,7 @@ const consensusBand = 1.25
 // priced at the prior.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
 	if !k.agreed {
-		return k.w.prior()
+		return k.w.prior
 	}
 	if sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B {
 		return k.consensus

@@ -11,7 +11,7 @@ import (
 // speedTerms is a kvselectTerms over ranks with the given per-token costs (the prior's shape
 // scaled), prior B = 1.
 func speedTerms(fixed bool, bs ...float64) kvselectTerms {
-	k := kvselectTerms{w: weights{modelA: 0.001, modelB: 1, modelC: 10, missWork: 1, fixedSpeed: fixed, robust: true}}
+	k := kvselectTerms{w: weights{prior: PrefillModel{A: 0.001, B: 1, C: 10}, missWork: 1, fixedSpeed: fixed, robust: true}}
 	for _, b := range bs {
 		k.observeRank(load.SpeedModel{A: 0.001 * b, B: b, C: 10 * b}, 0)
 	}

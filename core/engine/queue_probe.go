@@ -71,7 +71,7 @@ func (e *Engine) probeQueue(req *SelectRequest, parked *parkedPrompt) (QueueProb
 	rule := e.busyRule(req)
 	var pc poolCount
 	pw := req.PinnedWorker
-	prior := w.prior()
+	prior := w.prior
 	first := true
 	for i := range cands {
 		c := &cands[i]

@@ -141,25 +141,20 @@ func (r *SelectRequest) sessionID() string {
 type weights struct {
 	credit, decay, scale, host, disk, shared, reqWeight, temperature float64
 	trackPrefill, assumeReuse                                        bool
-	policy                                                           policy  // the cost function (Config.Policy; policy.go)
-	modelA, modelB, modelC, modelK                                   float64 // prefill-time model (kvselect policy)
-	affinity, affinityQueue                                          float64 // affinity weight and its queue scale (kvselect policy)
-	missWork                                                         float64 // cap of the queued-work weight of a miss (kvselect policy)
-	eviction                                                         float64 // weight of the eviction a miss causes (kvselect policy)
-	pressure                                                         float64 // weight of the pinned-KV overflow a placement causes (kvselect policy)
-	decodeCtx                                                        float64 // decode step time per context token over prefill time per token (kvselect policy)
-	fixedSpeed                                                       bool    // price every rank with modelA..C, not its learned speed
-	robust                                                           bool    // consensus speed pricing and per-rank β (kvselect policy)
+	policy                                                           policy       // the cost function (Config.Policy; policy.go)
+	prior                                                            PrefillModel // the configured prior prefill-time model (kvselect policy)
+	affinity, affinityQueue                                          float64      // affinity weight and its queue scale (kvselect policy)
+	missWork                                                         float64      // cap of the queued-work weight of a miss (kvselect policy)
+	eviction                                                         float64      // weight of the eviction a miss causes (kvselect policy)
+	pressure                                                         float64      // weight of the pinned-KV overflow a placement causes (kvselect policy)
+	decodeCtx                                                        float64      // decode step time per context token over prefill time per token (kvselect policy)
+	fixedSpeed                                                       bool         // price every rank with modelA..C, not its learned speed
+	robust                                                           bool         // consensus speed pricing and per-rank β (kvselect policy)
 
 	// central is the partition's central learned speed, set per selection when centralSpeed
 	// (Config.CentralPrefillSpeed) is on (kvselectTerms.price).
 	central      PrefillModel
 	centralSpeed bool
-}
-
-// prior is the configured prior prefill model.
-func (w *weights) prior() PrefillModel {
-	return PrefillModel{A: w.modelA, B: w.modelB, C: w.modelC, K: w.modelK}
 }
 
 // weightsOf is c's weights with no request override.
@@ -169,7 +164,7 @@ func weightsOf(c *Config) weights {
 		host: c.HostCacheHitWeight, disk: c.DiskCacheHitWeight, shared: c.SharedCacheMultiplier,
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
-		modelA: c.PrefillModelA, modelB: c.PrefillModelB, modelC: c.PrefillModelC, modelK: c.PrefillModelK, affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
+		prior: c.defaultSpeed(), affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
 		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 		robust:       c.RobustKVSelect,
 		centralSpeed: c.CentralPrefillSpeed,

@@ -30,13 +30,8 @@ func (e *Engine) PartitionStats() []PartitionStats {
 			Key: k, BlockSize: p.blockSize, Workers: len(p.members), Ranks: len(p.cands),
 			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
 			Bookings: p.tracker.Len(), Sessions: len(p.sessions), Quality: p.quality,
-			PrefillSpeeds: p.prefillSpeeds(), ContextShare: share(p),
+			PrefillSpeeds: p.prefillSpeeds(), ContextShare: p.tracker.ContextShare(),
 		})
 	}
 	return out
-}
-
-func share(p *partition) float64 {
-	k, _ := p.tracker.ContextShare()
-	return k
 }

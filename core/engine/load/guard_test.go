@@ -42,7 +42,7 @@ func absurdContextSample(t *testing.T, learn bool) {
 		tr.SetContextShare(0.7, false)
 	}
 	o := owners[1]
-	k0, _ := tr.ContextShare()
+	k0 := tr.ContextShare()
 	m0 := tr.Speed(o).Model
 	now := int64(1e15)
 	for i, ctx := range []uint64{1 << 62, 0} { // the second completes the first's held sample
@@ -55,7 +55,7 @@ func absurdContextSample(t *testing.T, learn bool) {
 			t.Fatal(err)
 		}
 	}
-	if k, _ := tr.ContextShare(); k != k0 {
+	if k := tr.ContextShare(); k != k0 {
 		t.Errorf("share %v → %v after one absurd sample", k0, k)
 	}
 	if m := tr.Speed(o).Model; m.B < 0.5*m0.B {

@@ -173,7 +173,7 @@ func usable(x1, x2, ms float64) bool {
 	return ms > 0 && ms <= maxSampleMS && x1 > 0 && x1 <= maxSampleMS && x2 >= 0 && x2 <= maxSampleMS
 }
 
-// observeWork is observe for work with features x1 (ms at the prior's speed, without context)
+// observeWork takes one sample: work with features x1 (ms at the prior's speed, without context)
 // and x2 (the context feature).
 func (e *speedEstimator) observeWork(x1, x2, ms float64) {
 	if !usable(x1, x2, ms) || !e.prior.Valid() {

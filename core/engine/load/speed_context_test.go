@@ -125,14 +125,14 @@ func TestContextShareOffKeepsPrior(t *testing.T) {
 	truth := testTruth
 	truth.K = 2.5 * ctxRef(testPrior)
 	(&fifoWorker{truth: truth, rng: rand.New(rand.NewPCG(9, 31)), prompt: mixedPrompt}).run(t, tr, o, 600, 600, func(int) float64 { return 1 })
-	if k, n := tr.ContextShare(); k != 0 || n != 599 {
+	if k, n := tr.ContextShare(), tr.ctx.samples; k != 0 || n != 599 {
 		t.Fatalf("share %v after %d samples with learning off, want 0 after 599", k, n)
 	}
 	if m := tr.Speed(o).Model; m.K != 0 {
 		t.Fatalf("K = %v with learning off", m.K)
 	}
 	tr.SetContextShare(1, false)
-	if k, _ := tr.ContextShare(); k != 1 || tr.Speed(o).Model.K == 0 {
+	if k := tr.ContextShare(); k != 1 || tr.Speed(o).Model.K == 0 {
 		t.Fatalf("share %v, K %v after setting the prior to 1", k, tr.Speed(o).Model.K)
 	}
 }
@@ -159,7 +159,7 @@ func TestContextShareFloorAbsorbsChurn(t *testing.T) {
 	if !(fitted > 0.05) {
 		t.Fatalf("fitted share %.3f: the churn must bias the fit for this test to mean anything", fitted)
 	}
-	if k, _ := tr.ContextShare(); k != 0 {
+	if k := tr.ContextShare(); k != 0 {
 		t.Fatalf("published share %v from a fit of %.3f, below the floor %v", k, fitted, ctxFloor)
 	}
 	t.Logf("churn-biased fit %.3f, published 0", fitted)

@@ -77,8 +77,8 @@ func (t *Tracker) SetContextShare(prior float64, learn bool) {
 	t.refitShare()
 }
 
-// ContextShare returns the partition's context share κ and how many samples it has seen.
-func (t *Tracker) ContextShare() (kappa float64, samples uint64) { return t.ctx.kappa, t.ctx.samples }
+// ContextShare returns the partition's context share κ.
+func (t *Tracker) ContextShare() float64 { return t.ctx.kappa }
 
 // refitShare re-fits every live owner whose share is not the partition's, and republishes it.
 func (t *Tracker) refitShare() {
