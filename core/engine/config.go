@@ -65,12 +65,15 @@ type Config struct {
 	KVPressureWeight float64
 	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
 	// to every step of its rank (its KV read by decode attention), per context token, over the
-	// rank's prefill time per token (kvselect_decode.go). A decode step reads each context
-	// token's KV (2·layers·kv_heads·head_dim·bytes) at memory bandwidth, a prefill token costs
-	// 2·parameters FLOP at compute: Llama-3-8B on an H100 gives 131 KB / 3.35 TB/s over
-	// 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4. Default 0
-	// (off); 1e-3 with KVPressureWeight 1 is the evaluated setting (README, "Pinned-KV pressure
-	// and decode load").
+	// rank's prefill time per token, per unit of the partition's context share κ (see
+	// PrefillModelK, LearnContextCost; kvselect_decode.go): the term is weight · κ · B per
+	// context token and step, so it is off wherever κ is 0 — an engine timed by new tokens only
+	// pays for no context reads, and before the share is learned. A decode step reads each
+	// context token's KV (2·layers·kv_heads·head_dim·bytes) at memory bandwidth, a prefill
+	// token costs 2·parameters FLOP at compute: Llama-3-8B on an H100 gives 131 KB / 3.35 TB/s
+	// over 16 GFLOP / (0.55 × 989 TFLOP/s) ≈ 1.3e-3, a 70B model on 8 H100s ≈ 3e-4; at the
+	// shares those engines learn in the simulator (1.16 and 0.45) the default 1e-3 gives
+	// 1.2e-3 and 4.5e-4. 0 turns the term off.
 	DecodeContextWeight float64
 	// RobustKVSelect selects, in the kvselect policy, the rules measured in README ("Robustness
 	// matrix"): each rank's learned speed is priced against the partition's consensus
@@ -170,6 +173,7 @@ func DefaultConfig() Config {
 		MissWorkWeight:           1,
 		EvictionWeight:           1,
 		KVPressureWeight:         1,
+		DecodeContextWeight:      1e-3,
 		RobustKVSelect:           true,
 		LearnContextCost:         true,
 		OverlapScoreCredit:       1.0,

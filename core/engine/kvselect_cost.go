@@ -28,8 +28,8 @@ import (
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
 //	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
-//	                + decode (running contexts read every step it waits; default off;
-//	                  kvselect_decode.go)
+//	                + decode (running contexts read every step it waits, priced at the
+//	                  partition's context share: zero where context is free; kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
 //	                + request_w·active_requests
 //
@@ -258,7 +258,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c += k.pressureMS(active, booked, invCap, float64((1+beta)*sp.B))
 	}
 	if w.decodeCtx > 0 {
-		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, sp.B)
+		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, float64(load.ContextShareOf(sp)*sp.B)) // κ·B
 	}
 	return c
 }

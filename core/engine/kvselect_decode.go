@@ -12,9 +12,24 @@ package engine
 //	context  = active_blocks · block_size − active_prefill_tokens   (tokens; its booked contexts
 //	           less the prefill not yet computed — the router's own bookings, no worker report)
 //	steps    = 1 + (active_prefill_tokens + uncached) / max_num_batched_tokens
-//	decode   = decode_context_weight · B · context · steps    (ms; B the rank's per-token cost)
+//	decode   = decode_context_weight · κ · B · context · steps
+//	           (ms; B the rank's per-token cost, κ the partition's context share)
 //
 // A worker that did not register max_num_batched_tokens counts one step.
+//
+// Why κ. A prefill's attention to its cached context and a decode's reads of its running
+// context are the same attention over the same KV: an engine that pays for one pays for the
+// other, and one timed by new tokens only pays for neither (the Dynamo mocker's polynomial,
+// the simulator's legacy preset, where decode never delays prefill). The router cannot time
+// decode steps, but the partition learns κ from its prefill completions
+// (load/speed_context.go): 1.16 on the simulator's vLLM-style 8B preset, 1.06 on the
+// SGLang-style one, 0.44–0.47 on the 70B TP8 preset, 0 on legacy. Scaled by it, the default
+// weight (1e-3 per unit of κ) gives 1.2e-3 and 4.5e-4, near the ratios derived from KV bytes
+// over bandwidth against 2·parameters FLOP (1.3e-3 for an 8B model on one H100, 3e-4 for 70B
+// on eight), and nothing on an engine that does not read context. At a fixed 1e-3 the term
+// collapsed the legacy preset's overloaded agentic workload (TestNoCollapseUnderOverload:
+// mean TTFT 2,564 ms against SGLang's 792; 843 at κ = 0), since it priced decode work that
+// model never does and moved long sessions off their caches.
 
 // invBatchBudget is 1/max_num_batched_tokens of the worker, 0 when unknown.
 func (w *worker) invBatchBudget() float64 {
@@ -26,7 +41,7 @@ func (w *worker) invBatchBudget() float64 {
 
 // decodeMS is the decode term of one rank: active its active blocks, prefill its active prefill
 // tokens, uncached the request's uncached tokens there, invBudget 1/max_num_batched_tokens (0 =
-// one step), perTokenMS its priced B.
+// one step), perTokenMS κ times its priced B.
 func (k *kvselectTerms) decodeMS(active, prefill uint64, uncached, invBudget, perTokenMS float64) float64 {
 	ctx := float64(k.bs*float64(active)) - float64(prefill)
 	if !(k.w.decodeCtx > 0) || !(ctx > 0) {

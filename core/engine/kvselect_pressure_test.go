@@ -97,12 +97,14 @@ func TestDecodeTerm(t *testing.T) {
 }
 
 // TestDecodeTermSpreadsOffABusyRank: two empty-queued ranks, one running a long context (its
-// prefill complete): with the decode term off the costs tie on the pure prefill and the engine
-// draws; with it on every request goes to the idle rank.
+// prefill complete): with the decode term off, or on at a context share κ of 0 (an engine that
+// pays for no context), the costs tie on the pure prefill and the engine draws; with it on at
+// κ = 1 every request goes to the idle rank.
 func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
-	for _, w := range []float64{0, 1e-3} {
+	for _, c := range []struct{ w, kappa float64 }{{0, 1}, {1e-3, 0}, {1e-3, 1}} {
 		cfg := KVSelectDefaults()
-		cfg.DecodeContextWeight, cfg.KVPressureWeight = w, 0
+		cfg.DecodeContextWeight, cfg.KVPressureWeight = c.w, 0
+		cfg.PrefillModelK = c.kappa * 2 * cfg.PrefillModelA // the prior share (load.ContextShareOf)
 		e := newEngine(t, &cfg)
 		for id := uint64(1); id <= 2; id++ {
 			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
@@ -121,11 +123,10 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 				onBusy++
 			}
 		}
-		if w > 0 && onBusy != 0 {
-			t.Errorf("decode_context_weight %v: %d of 40 on the busy rank, want 0", w, onBusy)
-		}
-		if w == 0 && (onBusy == 0 || onBusy == 40) {
-			t.Errorf("decode term off: %d of 40 on the busy rank, want a draw between tied ranks", onBusy)
+		if on := c.w > 0 && c.kappa > 0; on && onBusy != 0 {
+			t.Errorf("decode_context_weight %v at κ %v: %d of 40 on the busy rank, want 0", c.w, c.kappa, onBusy)
+		} else if !on && (onBusy == 0 || onBusy == 40) {
+			t.Errorf("decode term off (weight %v, κ %v): %d of 40 on the busy rank, want a draw between tied ranks", c.w, c.kappa, onBusy)
 		}
 	}
 }

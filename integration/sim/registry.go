@@ -18,15 +18,14 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-pressure with the decode term on as well (KVSelectPressureConfig),
-//	                kvselect-previous the default before the learned context cost
+//	                kvselect-previous the default before the decode term
 //	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
 //	                partition's central learned speed (KVSelectCentralConfig)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-previous"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -47,7 +46,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-pressure", "kvselect-central", "kvselect-previous":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -56,8 +55,6 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectQueueConfig()
 		case "kvselect-aging":
 			ec = KVSelectAgingConfig()
-		case "kvselect-pressure":
-			ec = KVSelectPressureConfig()
 		case "kvselect-previous":
 			ec = KVSelectPreviousConfig()
 		case "kvselect-central":
