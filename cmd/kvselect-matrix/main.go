@@ -10,6 +10,7 @@
 //	    --json matrix.json --markdown matrix.md              # the full matrix on one preset
 //	go run ./cmd/kvselect-matrix --trace my_trace.jsonl --presets h100-8b,h100x8-70b \
 //	    --capacities ample,tight                             # the matrix on your own trace
+//	go run ./cmd/kvselect-matrix --quick --seeds 42,7        # every cell at two policy seeds
 //
 // Exit status: 0 when the matrix ran (whether or not cells fail), 3 with --check when any
 // cell fails, 1 on an error; --help exits 0.
@@ -63,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	overload := fs.Float64("overload", 2, "the overload point's speedup over the highest target's (≤ 0: none)")
 	tol := fs.Float64("tolerance", 0.1, "relative precision of the load search")
 	seed := fs.Uint64("seed", 42, "policy seed (synthetic workloads carry their own seeds)")
+	seeds := fs.String("seeds", "", "comma-separated policy seeds, each cell run and judged once per seed (cell IDs gain /seedN); overrides --seed")
 	delay := fs.Duration("kv-event-delay", sim.DefaultKVEventDelayMS*time.Millisecond, "delay between a worker's KV event and the router learning it")
 	scrape := fs.Duration("scrape-interval", sim.DefaultScrapeIntervalMS*time.Millisecond, "how often the router scrapes worker metrics (running, waiting, KV usage); 0 reads them live")
 	par := fs.Int("parallel", runtime.GOMAXPROCS(0), "simulations run at once")
@@ -151,6 +153,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		m.OverloadFactor = -1
 	}
 	m.SearchTolerance, m.Seed, m.Parallel = *tol, *seed, *par
+	if *seeds != "" {
+		ns, err := intList(*seeds)
+		if err != nil {
+			return fmt.Errorf("--seeds: %w", err)
+		}
+		m.Seeds = nil
+		for _, n := range ns {
+			m.Seeds = append(m.Seeds, uint64(n))
+		}
+	}
 	m.KVEventDelayMS = float64(*delay) / float64(time.Millisecond)
 	m.ScrapeIntervalMS = float64(*scrape) / float64(time.Millisecond)
 	if err := checkPolicies(append(append([]string(nil), m.Candidates...), m.Rivals...)); err != nil {

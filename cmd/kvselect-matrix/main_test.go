@@ -32,6 +32,9 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"--quick", "--workloads", "nosuch"},
 		{"--quick", "--capacities", "huge"},
 		{"--quick", "--requests", "5"},
+		{"--quick", "--seeds", "0"},
+		{"--quick", "--seeds", "7,x"},
+		{"--quick", "--seeds", "7,7"},
 		{"--quick", "extra"},
 		{"--traces", "/nonexistent"},
 	} {

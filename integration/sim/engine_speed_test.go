@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/kvselect/kvselect/core/engine"
+
 	"github.com/kvselect/kvselect/integration/fleet"
 )
 
@@ -87,6 +89,61 @@ func TestContextShareLearnedInSim(t *testing.T) {
 			if want := k * 2 * r.MSPerTokenSquared; math.Abs(r.MSPerTokenContextToken-want) > 1e-9*max(want, 1e-12) {
 				t.Errorf("%s: a rank's K %.3g, want its factor × the share × 2A = %.3g", c.model, r.MSPerTokenContextToken, want)
 			}
+		}
+	}
+}
+
+// TestDecodeTermFollowsContextShare: the decode term is priced at the partition's learned
+// context share. On the legacy engines at the overload point of TestNoCollapseUnderOverload
+// (48 agentic sessions, 1,000-block caches, 4× the shape's rate), where the share stays at 0
+// throughout, the default places every request exactly where the default without the term
+// (KVSelectPreviousConfig) does — at a fixed weight the term collapsed that fleet. On the
+// vLLM-style engines serving a hot 16K-token system prompt, whose steps read every running
+// context, the term changes placements and lowers the mean TTFT (203 ms against 243 on this
+// seed).
+func TestDecodeTermFollowsContextShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four full simulations")
+	}
+	for _, c := range []struct {
+		trace, model string
+		capacity     int
+		speedup      float64
+		seed         uint64
+	}{
+		{"agentic?seed=1", fleet.PresetLegacy, 1000, 4, 1},
+		{"sysprompt?requests=3000&prompts=4&zipf=2.5&sys=16384&shared=0.95&seed=2", fleet.PresetH100_8B, 773, 1.3, 42},
+	} {
+		reqs, err := Synth(c.trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := Config{Workers: 8, CapacityBlocks: c.capacity, Speedup: c.speedup, Seed: c.seed, Model: c.model, KVEventDelayMS: 5}
+		sp, capacity, err := cfg.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
+		run := func(ec engine.Config) Result {
+			p, err := NewEnginePolicyFor("kvselect", ec, info, cfg.Workers, cfg.Seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(cfg, reqs, p, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		on, off := run(KVSelectConfig()), run(KVSelectPreviousConfig())
+		t.Logf("%s: decode term on: mean %.0f ms, load CV %.3f; off: mean %.0f ms, load CV %.3f", c.model, on.TTFTMean, on.LoadCV, off.TTFTMean, off.LoadCV)
+		on.Policy, off.Policy = "", ""
+		if c.model == fleet.PresetLegacy {
+			if on != off {
+				t.Errorf("legacy: the decode term changed the run at a context share of 0:\non  %+v\noff %+v", on, off)
+			}
+		} else if on == off || !(on.TTFTMean < off.TTFTMean) {
+			t.Errorf("%s: decode term on: mean %.0f ms, off: %.0f ms; want the term to change placements and lower the mean", c.model, on.TTFTMean, off.TTFTMean)
 		}
 	}
 }

@@ -83,7 +83,14 @@ type Matrix struct {
 	// is within 10 % above the crossing).
 	SearchTolerance float64 `json:"search_tolerance"`
 	Seed            uint64  `json:"seed"` // policy seed, as kvselect-sim --seed (42)
-	KVEventDelayMS  float64 `json:"kv_event_delay_ms"`
+	// Seeds are the policy seeds every cell runs with, each (cell, seed) a configuration of
+	// its own: searched, run, judged and counted separately, its ID suffixed /seedN when there
+	// are several. A single seed's cell moves by more than most cost changes (one matrix's
+	// cells above the 1.25× bound went from 7 to 11 between seeds 42 and 7 with the policy
+	// unchanged; README, "The learned context share"), so comparisons want two or more.
+	// Empty: [Seed]; otherwise Seed is Seeds[0].
+	Seeds          []uint64 `json:"seeds"`
+	KVEventDelayMS float64  `json:"kv_event_delay_ms"`
 	// ScrapeIntervalMS is how often the router scrapes worker metrics, as kvselect-sim
 	// --scrape-interval (FullMatrix and QuickMatrix: DefaultScrapeIntervalMS; 0 reads them
 	// live). It is written into every reproduction command, so the command replays the cell.
@@ -126,6 +133,15 @@ func (m Matrix) Normalize() (Matrix, error) {
 	}
 	if m.Seed == 0 {
 		m.Seed = 42
+	}
+	if len(m.Seeds) == 0 {
+		m.Seeds = []uint64{m.Seed}
+	}
+	m.Seed = m.Seeds[0]
+	for i, s := range m.Seeds {
+		if s == 0 || slices.Contains(m.Seeds[:i], s) {
+			return m, fmt.Errorf("matrix: seeds must be non-zero and distinct: %v", m.Seeds)
+		}
 	}
 	if m.Bar == (Bar{}) {
 		m.Bar = Issue13Bar

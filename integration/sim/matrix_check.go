@@ -96,19 +96,61 @@ type MatrixFailure struct {
 // MatrixSummary is one candidate's totals over the matrix.
 type MatrixSummary struct {
 	Candidate string `json:"candidate"`
-	Cells     int    `json:"cells"`
-	Passed    int    `json:"passed"`
-	// Worst ratios over all cells and where they occur (cell ids).
+	MatrixTally
+	// PerSeed is the same over each seed's cells, in Matrix.Seeds order.
+	PerSeed []MatrixSeedTally `json:"per_seed"`
+}
+
+// MatrixSeedTally is a candidate's totals over one seed's cells.
+type MatrixSeedTally struct {
+	Seed uint64 `json:"seed"`
+	MatrixTally
+}
+
+// MatrixTally is a candidate's totals over a set of cells.
+type MatrixTally struct {
+	Cells  int `json:"cells"`
+	Passed int `json:"passed"`
+	// AboveBound counts the cells whose mean ratio exceeds the bar's everywhere bound (1.25×).
+	AboveBound int `json:"above_bound"`
+	// Worst ratios over the cells and where they occur (cell ids).
 	WorstMean     float64 `json:"worst_mean_ratio"`
 	WorstMeanCell string  `json:"worst_mean_cell"`
 	WorstP99      float64 `json:"worst_p99_ratio"`
 	WorstP99Cell  string  `json:"worst_p99_cell"`
 	WorstP50      float64 `json:"worst_p50_ratio"`
 	WorstP50Cell  string  `json:"worst_p50_cell"`
-	// GeoMean ratios over all cells.
+	// GeoMean ratios over the cells.
 	GeoMeanMean float64 `json:"geomean_mean_ratio"`
 	GeoMeanP50  float64 `json:"geomean_p50_ratio"`
 	GeoMeanP99  float64 `json:"geomean_p99_ratio"`
+
+	logMean, logP50, logP99 float64
+}
+
+// add counts verdict v of cell id; bound is the bar's everywhere bound.
+func (t *MatrixTally) add(id string, v MatrixVerdict, bound float64) {
+	t.Cells++
+	if v.Pass {
+		t.Passed++
+	}
+	if v.MeanRatio > bound {
+		t.AboveBound++
+	}
+	t.logMean += math.Log(v.MeanRatio)
+	t.logP50 += math.Log(v.P50Ratio)
+	t.logP99 += math.Log(v.P99Ratio)
+	if v.MeanRatio > t.WorstMean {
+		t.WorstMean, t.WorstMeanCell = v.MeanRatio, id
+	}
+	if v.P99Ratio > t.WorstP99 {
+		t.WorstP99, t.WorstP99Cell = v.P99Ratio, id
+	}
+	if v.P50Ratio > t.WorstP50 {
+		t.WorstP50, t.WorstP50Cell = v.P50Ratio, id
+	}
+	n := float64(t.Cells)
+	t.GeoMeanMean, t.GeoMeanP50, t.GeoMeanP99 = math.Exp(t.logMean/n), math.Exp(t.logP50/n), math.Exp(t.logP99/n)
 }
 
 // MatrixReport is a finished matrix.
@@ -128,35 +170,22 @@ func (r *MatrixReport) summarize() {
 	r.Summary, r.Failures = nil, nil
 	for _, cand := range r.Spec.Candidates {
 		s := MatrixSummary{Candidate: cand}
-		var logMean, logP50, logP99 float64
+		for _, seed := range r.Spec.Seeds {
+			s.PerSeed = append(s.PerSeed, MatrixSeedTally{Seed: seed})
+		}
 		for _, c := range r.Cells {
 			i := slices.IndexFunc(c.Verdicts, func(v MatrixVerdict) bool { return v.Candidate == cand })
 			if i < 0 {
 				continue
 			}
 			v := c.Verdicts[i]
-			s.Cells++
-			if v.Pass {
-				s.Passed++
-			} else {
+			if !v.Pass {
 				r.Failures = append(r.Failures, MatrixFailure{Candidate: cand, Cell: c.ID, Failures: v.Failures, Repro: v.Repro})
 			}
-			logMean += math.Log(v.MeanRatio)
-			logP50 += math.Log(v.P50Ratio)
-			logP99 += math.Log(v.P99Ratio)
-			if v.MeanRatio > s.WorstMean {
-				s.WorstMean, s.WorstMeanCell = v.MeanRatio, c.ID
+			s.add(c.ID, v, r.Spec.Bar.Mean)
+			if k := slices.IndexFunc(s.PerSeed, func(p MatrixSeedTally) bool { return p.Seed == c.Seed }); k >= 0 {
+				s.PerSeed[k].add(c.ID, v, r.Spec.Bar.Mean)
 			}
-			if v.P99Ratio > s.WorstP99 {
-				s.WorstP99, s.WorstP99Cell = v.P99Ratio, c.ID
-			}
-			if v.P50Ratio > s.WorstP50 {
-				s.WorstP50, s.WorstP50Cell = v.P50Ratio, c.ID
-			}
-		}
-		if s.Cells > 0 {
-			n := float64(s.Cells)
-			s.GeoMeanMean, s.GeoMeanP50, s.GeoMeanP99 = math.Exp(logMean/n), math.Exp(logP50/n), math.Exp(logP99/n)
 		}
 		r.Summary = append(r.Summary, s)
 	}

@@ -42,7 +42,7 @@ func reproCommand(c *MatrixCell, m *Matrix, cand string, v MatrixVerdict) string
 		"--capacity-blocks", strconv.Itoa(c.CapacityBlocks),
 		"--model", c.Preset,
 		"--speedup", strconv.FormatFloat(c.Load.Speedup, 'g', -1, 64),
-		"--seed", strconv.FormatUint(m.Seed, 10),
+		"--seed", strconv.FormatUint(c.Seed, 10),
 		"--kv-event-delay", time.Duration(m.KVEventDelayMS*float64(time.Millisecond)).String(),
 		"--scrape-interval", time.Duration(m.ScrapeIntervalMS*float64(time.Millisecond)).String(),
 		"--policies", strings.Join(policies, ","))
@@ -71,14 +71,21 @@ func (r *MatrixReport) WriteJSON(w io.Writer) error {
 func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 	b := r.Spec.Bar
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Bar: at the \"seconds\" loads (round-robin's TTFT p99 ≥ its idle p99 + %s) mean ≤ %.2f×, p99 ≤ %.2f×, p50 ≤ %.2f× the best rival per metric; mean ≤ %.2f× everywhere. Rivals: %s. Seed %d, KV-event delay %s, metrics scraped every %s.\n\n",
-		targetList(r.Spec.Targets), b.StrictMean, b.StrictP99, b.StrictP50, b.Mean, strings.Join(r.Spec.Rivals, ", "), r.Spec.Seed,
+	fmt.Fprintf(&sb, "Bar: at the \"seconds\" loads (round-robin's TTFT p99 ≥ its idle p99 + %s) mean ≤ %.2f×, p99 ≤ %.2f×, p50 ≤ %.2f× the best rival per metric; mean ≤ %.2f× everywhere. Rivals: %s. %s, KV-event delay %s, metrics scraped every %s.\n\n",
+		targetList(r.Spec.Targets), b.StrictMean, b.StrictP99, b.StrictP50, b.Mean, strings.Join(r.Spec.Rivals, ", "), seedList(r.Spec.Seeds),
 		time.Duration(r.Spec.KVEventDelayMS*float64(time.Millisecond)), time.Duration(r.Spec.ScrapeIntervalMS*float64(time.Millisecond)))
 	for _, s := range r.Summary {
 		fmt.Fprintf(&sb, "## %s: %d of %d cells pass\n\n", s.Candidate, s.Passed, s.Cells)
 		if s.Cells > 0 {
-			fmt.Fprintf(&sb, "Geometric means of the ratios: mean %.3f×, p50 %.3f×, p99 %.3f×. Worst: mean %.2f× (%s), p50 %.2f× (%s), p99 %.2f× (%s).\n\n",
-				s.GeoMeanMean, s.GeoMeanP50, s.GeoMeanP99, s.WorstMean, s.WorstMeanCell, s.WorstP50, s.WorstP50Cell, s.WorstP99, s.WorstP99Cell)
+			fmt.Fprintf(&sb, "Geometric means of the ratios: mean %.3f×, p50 %.3f×, p99 %.3f×. Cells with mean above %.2f×: %d. Worst: mean %.2f× (%s), p50 %.2f× (%s), p99 %.2f× (%s).\n\n",
+				s.GeoMeanMean, s.GeoMeanP50, s.GeoMeanP99, b.Mean, s.AboveBound, s.WorstMean, s.WorstMeanCell, s.WorstP50, s.WorstP50Cell, s.WorstP99, s.WorstP99Cell)
+		}
+		if len(s.PerSeed) > 1 {
+			sb.WriteString("| seed | cells | passed | mean above the bound | geometric means mean / p50 / p99 | worst mean |\n|---:|---:|---:|---:|---|---:|\n")
+			for _, p := range s.PerSeed {
+				fmt.Fprintf(&sb, "| %d | %d | %d | %d | %.3f / %.3f / %.3f | %.2f× |\n", p.Seed, p.Cells, p.Passed, p.AboveBound, p.GeoMeanMean, p.GeoMeanP50, p.GeoMeanP99, p.WorstMean)
+			}
+			sb.WriteString("\n")
 		}
 		fmt.Fprintf(&sb, "| cell | speedup | arrivals s | RR p99 s | mean × | p50 × | p99 × | hit %% (%s / best rival) | load CV (%s / best-mean rival) | verdict |\n", s.Candidate, s.Candidate)
 		sb.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
@@ -102,7 +109,7 @@ func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 	var missing []string
 	for _, g := range r.Groups {
 		if len(g.Missing) > 0 {
-			missing = append(missing, fmt.Sprintf("%s/%s/w%d/%s: %s", g.Workload, g.Capacity, g.Workers, g.Preset, strings.Join(g.Missing, ", ")))
+			missing = append(missing, fmt.Sprintf("%s: %s", r.Spec.groupName(&g), strings.Join(g.Missing, ", ")))
 		}
 	}
 	if len(missing) > 0 {
@@ -122,6 +129,18 @@ func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 
 // ratioCell prints a ratio and the rival it is against.
 func ratioCell(r float64, rival string) string { return fmt.Sprintf("%.2f (%s)", r, rival) }
+
+// seedList prints the policy seeds: "Seed 42" or "Seeds 42, 7".
+func seedList(seeds []uint64) string {
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = strconv.FormatUint(s, 10)
+	}
+	if len(parts) == 1 {
+		return "Seed " + parts[0]
+	}
+	return "Seeds " + strings.Join(parts, ", ")
+}
 
 // targetList prints the targets as seconds: "1s, 5s".
 func targetList(ts []float64) string {

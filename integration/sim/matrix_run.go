@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ type MatrixGroup struct {
 	CapacityBlocks int          `json:"capacity_blocks"`
 	Workers        int          `json:"workers"`
 	Preset         string       `json:"preset"`
+	Seed           uint64       `json:"seed"` // the policy seed (Matrix.Seeds)
 	Loads          []MatrixLoad `json:"loads"`
 	// IdleP99MS is round-robin's TTFT p99 on an idle fleet, the base of the targets.
 	IdleP99MS float64 `json:"idle_p99_ms"`
@@ -53,6 +55,7 @@ type MatrixCell struct {
 	CapacityBlocks int                    `json:"capacity_blocks"`
 	Workers        int                    `json:"workers"`
 	Preset         string                 `json:"preset"`
+	Seed           uint64                 `json:"seed"`
 	Load           MatrixLoad             `json:"load"`
 	Stats          map[string]MatrixStats `json:"stats"`
 	Verdicts       []MatrixVerdict        `json:"verdicts"`
@@ -105,7 +108,17 @@ func capacityBlocks(c MatrixCapacity, preset string, t *matrixTrace) (int, error
 
 // config is the simulation configuration of group g at speedup s.
 func (m *Matrix) config(g *MatrixGroup, s float64) Config {
-	return Config{Workers: g.Workers, CapacityBlocks: g.CapacityBlocks, Speedup: s, Seed: m.Seed, Model: g.Preset, KVEventDelayMS: m.KVEventDelayMS, ScrapeIntervalMS: m.ScrapeIntervalMS}
+	return Config{Workers: g.Workers, CapacityBlocks: g.CapacityBlocks, Speedup: s, Seed: g.Seed, Model: g.Preset, KVEventDelayMS: m.KVEventDelayMS, ScrapeIntervalMS: m.ScrapeIntervalMS}
+}
+
+// groupName is g's part of a cell ID: workload/capacity/wN/preset, and /seedN when the matrix
+// runs several seeds.
+func (m *Matrix) groupName(g *MatrixGroup) string {
+	name := fmt.Sprintf("%s/%s/w%d/%s", g.Workload, g.Capacity, g.Workers, g.Preset)
+	if len(m.Seeds) > 1 {
+		name += fmt.Sprintf("/seed%d", g.Seed)
+	}
+	return name
 }
 
 // runStats runs policy on every run of t and aggregates the results.
@@ -207,7 +220,9 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 					if err != nil {
 						return nil, err
 					}
-					groups = append(groups, &MatrixGroup{Workload: t.w.Name, Capacity: c.Name, CapacityBlocks: blocks, Workers: n, Preset: presetName(p), wl: t})
+					for _, seed := range m.Seeds {
+						groups = append(groups, &MatrixGroup{Workload: t.w.Name, Capacity: c.Name, CapacityBlocks: blocks, Workers: n, Preset: presetName(p), Seed: seed, wl: t})
+					}
 				}
 			}
 		}
@@ -223,16 +238,22 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 			mu.Unlock()
 		}
 	}
-	// Phase 1: the load searches, one group per goroutine (each search is sequential).
-	if err := parallel(workers, len(groups), func(i int) error {
-		g := groups[i]
+	// Phase 1: the load searches, one group per goroutine (each search is sequential). The
+	// search measures round-robin, which draws nothing from the policy seed, so each group is
+	// searched at the first seed and its loads shared by the same group at the others.
+	seeds := len(m.Seeds)
+	if err := parallel(workers, len(groups)/seeds, func(i int) error {
+		g := groups[i*seeds]
 		probe := &loadProbe{measure: func(s float64) (float64, error) {
 			st, err := m.runStats("round-robin", m.config(g, s), g.wl)
 			return st.P99MS, err
 		}}
 		loads, idle, missing, err := findLoads(probe, m.Targets, m.OverloadFactor, m.SearchTolerance)
 		g.Loads, g.IdleP99MS, g.Missing, g.SearchRuns = loads, idle, missing, probe.runs
-		progress("load searches", len(groups))
+		for _, o := range groups[i*seeds+1 : (i+1)*seeds] {
+			o.Loads, o.IdleP99MS, o.Missing = slices.Clone(loads), idle, missing
+		}
+		progress("load searches", len(groups)/seeds)
 		return err
 	}); err != nil {
 		return nil, err
@@ -244,9 +265,9 @@ func RunMatrix(spec Matrix) (*MatrixReport, error) {
 		for _, l := range g.Loads {
 			l.SpanS = g.wl.spanMS / l.Speedup / 1000
 			cells = append(cells, &MatrixCell{
-				ID:       fmt.Sprintf("%s/%s/w%d/%s/%s", g.Workload, g.Capacity, g.Workers, g.Preset, l.Name),
+				ID:       m.groupName(g) + "/" + l.Name,
 				Workload: g.Workload, Trace: g.wl.w.Trace, Requests: g.wl.w.Requests, Windows: g.wl.w.Windows,
-				Capacity: g.Capacity, CapacityBlocks: g.CapacityBlocks, Workers: g.Workers, Preset: g.Preset, Load: l,
+				Capacity: g.Capacity, CapacityBlocks: g.CapacityBlocks, Workers: g.Workers, Preset: g.Preset, Seed: g.Seed, Load: l,
 				Stats: map[string]MatrixStats{},
 			})
 			cellGroup = append(cellGroup, g)

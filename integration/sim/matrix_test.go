@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kvselect/kvselect/integration/fleet"
@@ -305,5 +307,67 @@ func TestMatrixPresetsCoverTheShapes(t *testing.T) {
 	}
 	if _, err := QuickMatrix().Normalize(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMatrixSeeds: with two policy seeds every cell runs once per seed as its own
+// configuration — IDs suffixed /seedN, reproduction commands with that seed, tallies per seed
+// summing to the totals — while each group's load search (round-robin, seed-free) runs once.
+func TestMatrixSeeds(t *testing.T) {
+	m := fakeMatrix()
+	m.Seeds = []uint64{42, 7}
+	var mu sync.Mutex
+	searched := map[uint64]int{}
+	m.Run = func(policy string, cfg Config, reqs []Request) (Result, error) {
+		r, err := fakeRun(policy, cfg, reqs)
+		if policy == "round-robin" {
+			mu.Lock()
+			searched[cfg.Seed]++
+			mu.Unlock()
+		}
+		if policy == "kvselect" && cfg.Seed == 7 {
+			r.TTFTMean *= 2 // seed 7's kvselect: mean 1.6× (2.6× at the overload point)
+		}
+		return r, err
+	}
+	rep, err := RunMatrix(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Groups) != 2 || len(rep.Cells) != 6 {
+		t.Fatalf("%d groups, %d cells, want 2 and 6", len(rep.Groups), len(rep.Cells))
+	}
+	if g := rep.Groups; g[0].Seed != 42 || g[1].Seed != 7 || !slices.Equal(g[0].Loads, g[1].Loads) || g[1].SearchRuns != 0 || g[0].SearchRuns == 0 {
+		t.Fatalf("groups: %+v", g)
+	}
+	// Round-robin runs at seed 7 only in the cells (three), never in a search.
+	if searched[7] != 3 || searched[42] <= 3 {
+		t.Fatalf("round-robin runs per seed: %v", searched)
+	}
+	for _, c := range rep.Cells {
+		want := "/seed" + strconv.FormatUint(c.Seed, 10) + "/"
+		if !strings.Contains(c.ID, want) || !strings.Contains(c.Verdicts[0].Repro, "--seed "+strconv.FormatUint(c.Seed, 10)+" ") {
+			t.Fatalf("cell %s (seed %d): repro %q", c.ID, c.Seed, c.Verdicts[0].Repro)
+		}
+	}
+	s := rep.Summary[0]
+	if len(s.PerSeed) != 2 || s.PerSeed[0].Seed != 42 || s.PerSeed[1].Seed != 7 {
+		t.Fatalf("per seed: %+v", s.PerSeed)
+	}
+	a, b := s.PerSeed[0], s.PerSeed[1]
+	if a.Cells != 3 || b.Cells != 3 || s.Cells != 6 || a.AboveBound != 1 || b.AboveBound != 3 || s.AboveBound != 4 ||
+		math.Abs(b.WorstMean-2.6) > 1e-9 || s.WorstMean != b.WorstMean || a.Passed+b.Passed != s.Passed {
+		t.Fatalf("tallies: total %+v, seed 42 %+v, seed 7 %+v", s.MatrixTally, a.MatrixTally, b.MatrixTally)
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "Seeds 42, 7") || !strings.Contains(md.String(), "| 7 | 3 | 0 | 3 |") {
+		t.Fatalf("markdown lacks the seeds or the per-seed table:\n%s", md.String())
+	}
+	m.Seeds = []uint64{7, 7}
+	if _, err := RunMatrix(m); err == nil {
+		t.Fatal("duplicate seeds accepted")
 	}
 }
