@@ -27,7 +27,7 @@ import (
 //	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at (1 + β)·B;
-//	                  kv_pressure_weight, default 0, 1 in the robust setting; kvselect_pressure.go)
+//	                  kv_pressure_weight, default 1; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits, priced at the
 //	                  partition's context share: zero where context is free; kvselect_decode.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
