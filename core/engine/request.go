@@ -148,7 +148,7 @@ type weights struct {
 	eviction                                                         float64      // weight of the eviction a miss causes (kvselect policy)
 	pressure                                                         float64      // weight of the pinned-KV overflow a placement causes (kvselect policy)
 	decodeCtx                                                        float64      // decode step time per context token over prefill time per token (kvselect policy)
-	fixedSpeed                                                       bool         // price every rank with modelA..C, not its learned speed
+	fixedSpeed                                                       bool         // price every rank with the prior, not its learned speed
 	robust                                                           bool         // consensus speed pricing and per-rank β (kvselect policy)
 
 	// central is the partition's central learned speed, set per selection when centralSpeed

@@ -64,16 +64,8 @@ func TestContextShareLearnedInSim(t *testing.T) {
 		{fleet.PresetLegacy, 4000, 0, 0},
 	} {
 		cfg := Config{Workers: 8, CapacityBlocks: c.capacity, Speedup: 1.3, Seed: 42, Model: c.model, KVEventDelayMS: 5}
-		sp, capacity, err := cfg.spec()
+		_, p, err := RunEngine("kvselect", KVSelectConfig(), cfg, reqs)
 		if err != nil {
-			t.Fatal(err)
-		}
-		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
-		p, err := NewEnginePolicyFor("kvselect", KVSelectConfig(), info, cfg.Workers, cfg.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Run(cfg, reqs, p, p); err != nil {
 			t.Fatal(err)
 		}
 		st := p.Engine().PartitionStats()
@@ -119,17 +111,8 @@ func TestDecodeTermFollowsContextShare(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := Config{Workers: 8, CapacityBlocks: c.capacity, Speedup: c.speedup, Seed: c.seed, Model: c.model, KVEventDelayMS: 5}
-		sp, capacity, err := cfg.spec()
-		if err != nil {
-			t.Fatal(err)
-		}
-		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
 		run := func(ec engine.Config) Result {
-			p, err := NewEnginePolicyFor("kvselect", ec, info, cfg.Workers, cfg.Seed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := Run(cfg, reqs, p, p)
+			res, _, err := RunEngine("kvselect", ec, cfg, reqs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -97,8 +97,9 @@ type MatrixFailure struct {
 type MatrixSummary struct {
 	Candidate string `json:"candidate"`
 	MatrixTally
-	// PerSeed is the same over each seed's cells, in Matrix.Seeds order.
-	PerSeed []MatrixSeedTally `json:"per_seed"`
+	// PerSeed is the same over each seed's cells, in Matrix.Seeds order; empty when the matrix
+	// runs one seed (the totals are that seed's).
+	PerSeed []MatrixSeedTally `json:"per_seed,omitempty"`
 }
 
 // MatrixSeedTally is a candidate's totals over one seed's cells.
@@ -170,8 +171,10 @@ func (r *MatrixReport) summarize() {
 	r.Summary, r.Failures = nil, nil
 	for _, cand := range r.Spec.Candidates {
 		s := MatrixSummary{Candidate: cand}
-		for _, seed := range r.Spec.Seeds {
-			s.PerSeed = append(s.PerSeed, MatrixSeedTally{Seed: seed})
+		if len(r.Spec.Seeds) > 1 {
+			for _, seed := range r.Spec.Seeds {
+				s.PerSeed = append(s.PerSeed, MatrixSeedTally{Seed: seed})
+			}
 		}
 		for _, c := range r.Cells {
 			i := slices.IndexFunc(c.Verdicts, func(v MatrixVerdict) bool { return v.Candidate == cand })

@@ -80,7 +80,7 @@ func (r *MatrixReport) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&sb, "Geometric means of the ratios: mean %.3f×, p50 %.3f×, p99 %.3f×. Cells with mean above %.2f×: %d. Worst: mean %.2f× (%s), p50 %.2f× (%s), p99 %.2f× (%s).\n\n",
 				s.GeoMeanMean, s.GeoMeanP50, s.GeoMeanP99, b.Mean, s.AboveBound, s.WorstMean, s.WorstMeanCell, s.WorstP50, s.WorstP50Cell, s.WorstP99, s.WorstP99Cell)
 		}
-		if len(s.PerSeed) > 1 {
+		if len(s.PerSeed) > 0 {
 			sb.WriteString("| seed | cells | passed | mean above the bound | geometric means mean / p50 / p99 | worst mean |\n|---:|---:|---:|---:|---|---:|\n")
 			for _, p := range s.PerSeed {
 				fmt.Fprintf(&sb, "| %d | %d | %d | %d | %.3f / %.3f / %.3f | %.2f× |\n", p.Seed, p.Cells, p.Passed, p.AboveBound, p.GeoMeanMean, p.GeoMeanP50, p.GeoMeanP99, p.WorstMean)

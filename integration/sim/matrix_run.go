@@ -25,7 +25,8 @@ type MatrixGroup struct {
 	IdleP99MS float64 `json:"idle_p99_ms"`
 	// Missing names the target loads round-robin never reached (see searchMaxSpeedup).
 	Missing []string `json:"missing,omitempty"`
-	// SearchRuns counts the round-robin measurements the search took.
+	// SearchRuns counts the round-robin measurements the search took (0 at every seed but the
+	// first, whose search the group shares).
 	SearchRuns int `json:"search_runs"`
 
 	wl *matrixTrace

@@ -148,7 +148,7 @@ func TestMatrixVerdictsAndFailureListing(t *testing.T) {
 			t.Fatalf("cell %s: repro %q", c.ID, v.Repro)
 		}
 	}
-	if rep.Pass() || len(rep.Failures) != 3 || rep.Summary[0].Passed != 0 || rep.Summary[0].WorstMean != 1.3 {
+	if rep.Pass() || len(rep.Failures) != 3 || rep.Summary[0].Passed != 0 || rep.Summary[0].WorstMean != 1.3 || len(rep.Summary[0].PerSeed) != 0 {
 		t.Fatalf("summary %+v, %d failures", rep.Summary, len(rep.Failures))
 	}
 	var md bytes.Buffer

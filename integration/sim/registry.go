@@ -60,18 +60,26 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 		case "kvselect-central":
 			ec = KVSelectCentralConfig()
 		}
-		sp, capacity, err := cfg.spec()
-		if err != nil {
-			return Result{}, err
-		}
-		info := WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
-		p, err := NewEnginePolicyFor(name, ec, info, cfg.Workers, cfg.Seed)
-		if err != nil {
-			return Result{}, err
-		}
-		return Run(cfg, reqs, p, p)
+		res, _, err := RunEngine(name, ec, cfg, reqs)
+		return res, err
 	}
 	return Result{}, fmt.Errorf("unknown policy %q (known: %v)", name, PolicyNames)
+}
+
+// RunEngine runs the selection engine at configuration ec as policy name on reqs, its workers
+// registering what cfg's preset and capacity give them (Config.workerInfo), and returns the
+// result with the policy, whose engine a caller may inspect after the run.
+func RunEngine(name string, ec engine.Config, cfg Config, reqs []Request) (Result, *EnginePolicy, error) {
+	info, err := cfg.workerInfo()
+	if err != nil {
+		return Result{}, nil, err
+	}
+	p, err := NewEnginePolicyFor(name, ec, info, cfg.Workers, cfg.Seed)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	res, err := Run(cfg, reqs, p, p)
+	return res, p, err
 }
 
 // KVSelectConfig is the engine configuration of kvselect's default policy.

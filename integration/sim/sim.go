@@ -51,6 +51,17 @@ func (c Config) spec() (fleet.Spec, int, error) {
 	return sp, capacity, nil
 }
 
+// workerInfo is what every worker of a run with configuration c registers: the trace's block
+// size, its capacity and its preset's batch limits.
+func (c Config) workerInfo() (WorkerInfo, error) {
+	sp, capacity, err := c.spec()
+	return workerInfoOf(sp, capacity), err
+}
+
+func workerInfoOf(sp fleet.Spec, capacity int) WorkerInfo {
+	return WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}
+}
+
 // Result is one policy's outcome on a trace.
 type Result struct {
 	Policy   string  `json:"policy"`
@@ -178,7 +189,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 		sink, _ = pol.(EventSink)
 	}
 	s := &simulation{cfg: cfg, spec: sp, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)),
-		info: WorkerInfo{BlockSize: TraceBlockTokens, TotalKVBlocks: capacity, MaxNumBatchedTokens: sp.MaxNumBatchedTokens, MaxNumSeqs: sp.MaxNumSeqs}}
+		info: workerInfoOf(sp, capacity)}
 	s.holder, _ = pol.(Holder)
 	s.view = &View{sim: s}
 	for range cfg.Workers {
