@@ -170,11 +170,12 @@ func (k *kvselectTerms) invMax() float64 {
 //
 // The cap, miss_work_weight, is 4 (it was 1). At 1 a rank with one pending prefill and one
 // with twenty priced a miss alike, and under overload a queue a few seconds longer than
-// another's moved a conversation off its cache, a whole context recomputed to save one
-// request's wait (the legacy model's overloaded agentic workload: 26–94 such moves per run,
-// hit rate 84.7–91.0 % against SGLang's router's 91.6 %, which moves none; mean TTFT 1.1–4.2×
-// its over six seeds, README "Valuing reuse under load"). Measured at 1, 2, 4 and 8 on both 8B
-// matrices at two seeds: 4 and 8 alike, 2 worse than either.
+// another's, or the pressure term's overflow, outweighed twice a conversation's prefill and
+// moved it off its cache, a whole context recomputed to save one request's wait (the legacy
+// model's overloaded agentic workload: 26–94 moves per run, hit rate 84.7–91.0 % against
+// SGLang's router's 91.6 %, which moves none; mean TTFT 1.1–4.2× its over six seeds; README,
+// "Valuing reuse under load"). Measured at 1, 2, 4 and 8 on both 8B matrices at two seeds: 4
+// and 8 alike, 2 worse than either.
 //
 // Measured alternatives (README, "Robustness matrix"): saturation alone (no per-rank floor)
 // avoids one 16-worker collapse but lets the legacy model's overloaded agentic workload

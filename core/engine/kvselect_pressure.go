@@ -23,7 +23,7 @@ package engine
 // miss's. Its β stays within 1, where a miss's goes to 4: the overflow is a guess — the router
 // cannot tell from its bookings whether the worker pins what it registers (a worker that does
 // not never waits or preempts) — and a guess multiplied by a rank's whole queue moved sessions
-// off their caches on such a worker (the legacy model's overloaded agentic workload: 2.4× the
+// off their caches on such a worker (the legacy model's overloaded agentic workload: 2.3× the
 // best baseline's mean TTFT with the pressure at the full β, 1.3× within 1; README, "Valuing
 // reuse under load").
 //
