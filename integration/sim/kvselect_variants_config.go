@@ -14,8 +14,8 @@ func KVSelectPreviousConfig() engine.Config {
 
 // KVSelectCentralConfig is the default before RobustKVSelect and the pressure term (learned
 // speed priced within 2× of a reference, β the partition's mean pending prefills capped at 1,
-// no pressure, context or decode term) with identical ranks priced at the partition's central learned speed
-// (engine.Config.CentralPrefillSpeed): README, "Learned worker speed".
+// no pressure, context or decode term) with identical ranks priced at the partition's central
+// learned speed (engine.Config.CentralPrefillSpeed): README, "Learned worker speed".
 func KVSelectCentralConfig() engine.Config {
 	c := KVSelectConfig()
 	c.LearnContextCost, c.DecodeContextWeight, c.MissWorkWeight = false, 0, 1
