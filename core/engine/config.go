@@ -49,10 +49,9 @@ type Config struct {
 	// the kvselect policy (kvselect_cost.go): the prefill is charged (1 + β + ε·occupancy)
 	// times, β the requests its work will delay (kvselectTerms.betaAt: the rank's own pending
 	// prefills or the partition's saturation, whichever is more) capped at MissWorkWeight
-	// (default 1),
-	// and ε = EvictionWeight (default 1) the share of the
-	// blocks it stores that evict others' (occupancy: kvselect_eviction.go). 0 turns either
-	// off.
+	// (default 4; 1 before, README "Valuing reuse under load"), and ε = EvictionWeight
+	// (default 1) the share of the blocks it stores that evict others' (occupancy:
+	// kvselect_eviction.go). 0 turns either off.
 	MissWorkWeight float64
 	EvictionWeight float64
 	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
@@ -79,7 +78,8 @@ type Config struct {
 	// matrix"): each rank's learned speed is priced against the partition's consensus
 	// (kvselect_speed.go) instead of within 2× of the prior, and β is per rank
 	// (kvselectTerms.betaAt) instead of the partition's mean pending prefills. Default true; false
-	// restores the earlier rules, for reproducing older tables.
+	// restores the earlier rules, for reproducing older tables (with MissWorkWeight 1, their
+	// default then).
 	RobustKVSelect bool
 	// AffinityWeight is an extra pull of the kvselect policy towards a rank's cached prefix, in
 	// multiples of the linear prefill time the cached tokens save, discounted by
@@ -170,7 +170,7 @@ func DefaultConfig() Config {
 		PrefillModelB:            1.518344e-02,
 		PrefillModelC:            16.50142,
 		AffinityQueueMS:          2000,
-		MissWorkWeight:           1,
+		MissWorkWeight:           4,
 		EvictionWeight:           1,
 		KVPressureWeight:         1,
 		DecodeContextWeight:      1e-3,

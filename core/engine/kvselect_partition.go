@@ -4,9 +4,9 @@ import "github.com/kvselect/kvselect/core/engine/load"
 
 // The partition aggregates of the kvselect policy: what every rank's cost is priced against
 // besides its own load. The consensus speed (kvselect_speed.go) needs the sum and count of the
-// ranks' positive per-token costs B, the saturation (betaAt, kvselect_cost.go) the sum over
-// ranks of min(miss_work_weight, pending prefills), the earlier β (without RobustKVSelect) the
-// partition's pending prefills.
+// ranks' positive per-token costs B, the saturation (betaAt, kvselect_cost.go) the number of
+// ranks with a pending prefill, the earlier β (without RobustKVSelect) the partition's pending
+// prefills.
 //
 // Two ways to fill them, bit for bit equal on the same partition (TestFastPathDifferential and
 // TestKVSelectAggregatesMatchScan compare them):
@@ -16,25 +16,20 @@ import "github.com/kvselect/kvselect/core/engine/load"
 //   - observeTracker, once per selection from the load tracker's maintained aggregates
 //     (load/aggregate.go), in O(1) (the fast path, kvselectPolicy.fast).
 //
-// The saturation sum with miss_work_weight c in [0, 1] (the default is 1) is c × (ranks with a
-// pending prefill) in both: pending counts are integers, so each rank adds c or 0. That product
-// is rounded once, where the earlier left-to-right sum of c's rounded at every step: the two
-// agree for any c whose multiples are exact (1, 0.5, 0.25, ...) and may differ in the last bit
-// otherwise. Above 1 (a per-request router_config_override may set it) the sum is taken by a
-// scan in rank order, on both paths.
+// The saturation sum is min(1, miss_work_weight) × (ranks with a pending prefill) in both: each
+// busy rank counts once, however long its queue (betaAt), and the product is rounded once. (Up
+// to miss_work_weight 1 that is the sum of min(miss_work_weight, pending) over ranks taken
+// before, bit for bit for any weight whose multiples are exact; above 1 that sum counted a rank
+// up to the weight and needed a scan of every rank's count.)
 
 // observeRank takes one rank's learned (or prior) model into the partition's consensus and its
 // pending prefills into the partition's saturation and pending count.
 func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 	k.pending += float64(pending)
 	k.ranks++
-	if c := k.w.missWork; 0 <= c && c <= 1 {
-		if pending > 0 {
-			k.busyRanks++
-			k.busy = c * float64(k.busyRanks)
-		}
-	} else {
-		k.busy += min(c, float64(pending))
+	if pending > 0 {
+		k.busyRanks++
+		k.busy = k.w.saturationUnit() * float64(k.busyRanks)
 	}
 	if sp.B > 0 {
 		k.sumB += sp.B
@@ -47,8 +42,7 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 // observeTracker is observeRank for every owner of tr in ordinal order, which must be the
 // partition's candidates (partition.ordinalsValid; the fast path's precondition): the consensus
 // sum from Tracker.SpeedSum, the pending count from Tracker.PendingPrefills (the float sum of
-// integers observeRank adds is exact), the saturation from Tracker.BusyOwners, or by a scan of
-// the pending counts when miss_work_weight is above 1.
+// integers observeRank adds is exact), the saturation from Tracker.BusyOwners: O(1).
 //
 // It replaces a pass over every rank that read its counters and speed before the cost pass
 // read them again; with settle it is most of what the RobustKVSelect default had added to a
@@ -63,15 +57,8 @@ func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 	k.ranks = tr.Owners()
 	k.pending = float64(tr.PendingPrefills())
 	k.sumB, k.sumK, k.nB = tr.SpeedSum()
-	if c := k.w.missWork; 0 <= c && c <= 1 {
-		k.busyRanks = tr.BusyOwners()
-		k.busy = c * float64(k.busyRanks)
-	} else {
-		for i := range k.ranks {
-			_, _, _, pending, _ := tr.CountersAt(i)
-			k.busy += min(c, float64(pending))
-		}
-	}
+	k.busyRanks = tr.BusyOwners()
+	k.busy = k.w.saturationUnit() * float64(k.busyRanks)
 	k.settle()
 }
 
@@ -93,3 +80,8 @@ func (k *kvselectTerms) settle() {
 		k.consensus, k.consensusHi = load.SpeedModel{A: w.prior.A * s, B: ref, C: w.prior.C * s, K: k.sumK / float64(k.nB)}, consensusBand*ref
 	}
 }
+
+// saturationUnit is what one rank with a pending prefill adds to the saturation sum:
+// min(1, miss_work_weight). The saturation is the share of busy ranks, never more than 1,
+// however high the weight caps a rank's own β (betaAt).
+func (w *weights) saturationUnit() float64 { return min(1, w.missWork) }

@@ -16,11 +16,16 @@ package engine
 // total_kv_blocks,
 //
 //	overflow = max(0, A + N − b − K)    (blocks)
-//	pressure = kv_pressure_weight · (1 + β) · B · block_size · overflow
+//	pressure = kv_pressure_weight · (1 + min(β, 1)) · B · block_size · overflow
 //
 // in ms, B the rank's per-token cost and β the miss-work factor of kvselect_cost.go: the
 // recompute is uncached work on the rank and delays the requests queued behind it like any
-// miss's.
+// miss's. Its β stays within 1, where a miss's goes to 4: the overflow is a guess — the router
+// cannot tell from its bookings whether the worker pins what it registers (a worker that does
+// not never waits or preempts) — and a guess multiplied by a rank's whole queue moved sessions
+// off their caches on such a worker (the legacy model's overloaded agentic workload: 2.3× the
+// best baseline's mean TTFT with the pressure at the full β, 1.3× within 1; README, "Valuing
+// reuse under load").
 //
 // It is zero on any rank with room (every rank of a lightly loaded fleet), so it changes only
 // the choice between ranks some of which are full; a conversation is not moved by it unless its
@@ -29,7 +34,7 @@ package engine
 
 // pressureMS is the pressure term of one rank: active its active blocks, booked the request's
 // blocks booked there, invCap 1/total_kv_blocks (0 = unknown: no charge), perTokenMS the price of
-// one recomputed token ((1 + β)·B).
+// one recomputed token ((1 + min(β, 1))·B).
 func (k *kvselectTerms) pressureMS(active uint64, booked int, invCap, perTokenMS float64) float64 {
 	if !(k.w.pressure > 0) || !(invCap > 0) {
 		return 0

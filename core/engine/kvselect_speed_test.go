@@ -75,6 +75,44 @@ func TestBetaPerRank(t *testing.T) {
 	if got := k.betaAt(5); got != 0 {
 		t.Errorf("miss_work_weight 0: β = %v, want 0", got)
 	}
+	// The default cap, 4: a rank's own queue counts up to 4, the saturation never above 1.
+	k = kvselectTerms{w: weights{missWork: 4, robust: true}}
+	for _, p := range []int{40, 2, 0, 0} {
+		k.observeRank(load.SpeedModel{}, p)
+	}
+	for _, c := range []struct {
+		pending int
+		want    float64
+	}{{40, 4}, {2, 2}, {0, 0.5}} {
+		if got := k.betaAt(c.pending); got != c.want {
+			t.Errorf("miss_work_weight 4, %d pending: β = %v, want %v", c.pending, got, c.want)
+		}
+	}
+	k = kvselectTerms{w: weights{missWork: 4, robust: true}}
+	for _, p := range []int{9, 7, 8, 6} {
+		k.observeRank(load.SpeedModel{}, p)
+	}
+	if got := k.sat; got != 1 {
+		t.Errorf("miss_work_weight 4, every rank busy: saturation %v, want 1", got)
+	}
+}
+
+// TestPressureBetaWithinOne: the pressure term prices its overflow at (1 + min(β, 1))·B however
+// long the rank's queue (kvselect_pressure.go), where the miss itself is priced at (1 + β).
+func TestPressureBetaWithinOne(t *testing.T) {
+	prior := PrefillModel{A: 0, B: 0.5, C: 0}
+	k := kvselectTerms{w: weights{prior: prior, missWork: 4, pressure: 1, fixedSpeed: true, robust: true}, bs: 4, isl: 32, islBlocks: 8}
+	k.observeRank(load.SpeedModel{}, 3)
+	sp := load.SpeedModel{B: 0.5}
+	// 19 active blocks + 8 of the request's − 20 capacity = 7 blocks over, 28 tokens.
+	withRoom := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 0, 0)
+	full := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 1.0/20, 0)
+	if got, want := full-withRoom, (1+1)*0.5*28.0; got != want {
+		t.Errorf("pressure at 3 pending = %v ms, want %v ((1 + 1) × B × 28 tokens)", got, want)
+	}
+	if got, want := withRoom, (1+3)*0.5*32.0; got != want {
+		t.Errorf("miss at 3 pending = %v ms, want %v ((1 + 3) × B × 32 tokens)", got, want)
+	}
 }
 
 // TestHotPrefixReplicatesOnIdleRank: a 4,000-token prefix cached on a rank with four queued

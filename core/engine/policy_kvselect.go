@@ -13,7 +13,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 	f, p, w := &e.scratch.fast, sel.p, sel.w
 	tr, ov, booked, cost := p.tracker, f.ov, f.booked, f.cost
 	k := newKVSelectTerms(&sel.norm, p.blockSize, w)
-	k.observeTracker(tr) // O(1) unless miss_work_weight > 1 (kvselect_partition.go)
+	k.observeTracker(tr) // O(1) (kvselect_partition.go)
 	ent := e.entriesOf(p, w)
 	invMax := 0.0
 	evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0

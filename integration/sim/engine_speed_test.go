@@ -89,10 +89,13 @@ func TestContextShareLearnedInSim(t *testing.T) {
 // context share. On the legacy engines at the overload point of TestNoCollapseUnderOverload
 // (48 agentic sessions, 1,000-block caches, 4× the shape's rate), where the share stays at 0
 // throughout, the default places every request exactly where the default without the term
-// (KVSelectPreviousConfig) does — at a fixed weight the term collapsed that fleet. On the
+// (DecodeContextWeight 0) does — at a fixed weight the term collapsed that fleet. On the
 // vLLM-style engines serving a hot 16K-token system prompt, whose steps read every running
-// context, the term changes placements and lowers the mean TTFT (203 ms against 243 on this
-// seed).
+// context, the share is learned and the term changes placements. Whether that pays is a
+// matter for the matrices, not one cell: on the 8B vLLM-style matrix at seeds 42 and 7 the
+// default passes 97 of 216 cells, without the term 87 (README, "Valuing reuse under load");
+// on this cell it no longer does (mean 194 ms, 186 without; 203 against 243 with β capped at
+// 1).
 func TestDecodeTermFollowsContextShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four full simulations")
@@ -118,15 +121,17 @@ func TestDecodeTermFollowsContextShare(t *testing.T) {
 			}
 			return res
 		}
-		on, off := run(KVSelectConfig()), run(KVSelectPreviousConfig())
+		noDecode := KVSelectConfig()
+		noDecode.DecodeContextWeight = 0
+		on, off := run(KVSelectConfig()), run(noDecode)
 		t.Logf("%s: decode term on: mean %.0f ms, load CV %.3f; off: mean %.0f ms, load CV %.3f", c.model, on.TTFTMean, on.LoadCV, off.TTFTMean, off.LoadCV)
 		on.Policy, off.Policy = "", ""
 		if c.model == fleet.PresetLegacy {
 			if on != off {
 				t.Errorf("legacy: the decode term changed the run at a context share of 0:\non  %+v\noff %+v", on, off)
 			}
-		} else if on == off || !(on.TTFTMean < off.TTFTMean) {
-			t.Errorf("%s: decode term on: mean %.0f ms, off: %.0f ms; want the term to change placements and lower the mean", c.model, on.TTFTMean, off.TTFTMean)
+		} else if on == off {
+			t.Errorf("%s: the decode term changed nothing at a learned context share: mean %.0f ms both ways", c.model, on.TTFTMean)
 		}
 	}
 }

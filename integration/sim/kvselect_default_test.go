@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/kvselect/kvselect/core/engine"
@@ -102,39 +104,52 @@ func TestHotPrefixSpreads(t *testing.T) {
 }
 
 // TestNoCollapseUnderOverload: 48 agentic sessions with ~88K-token prompts on 8 legacy-model
-// workers of 1,000 blocks at four times the shape's rate — the overload point where cost functions that
-// trade reuse for balance thrash the caches (the affinity-30 cost reached 2–4× the best
-// baseline's mean here, issue 13 saw 40× on a similar trace) — kvselect's default keeps most of
-// the reuse and a mean TTFT within 1.5× of the best baseline's (1.06× on this seed: 843 ms
-// against SGLang's 792; 1.27× with the rules before RobustKVSelect; see README, "Robustness
-// matrix").
+// workers of 1,000 blocks at four times the shape's rate — the overload point where cost
+// functions that trade reuse for balance thrash the caches (the affinity-30 cost reached 2–4× the
+// best baseline's mean here, issue 13 saw 40× on a similar trace). The fleet's caches hold only
+// about its sessions' contexts, so every session moved off its cache recomputes ~88K tokens and
+// the run is chaotic: one seed says little. Over the shape's seeds 1–5 kvselect's default keeps
+// most of the reuse on every one, its mean TTFT within 2× of the best baseline's on every one
+// and within 1.25× in geometric mean (0.95×: 1.30, 0.62, 0.69, 0.81, 1.73× — SGLang's router,
+// which never moves a session, the best baseline on each; with β capped at 1, the default
+// before, 1.06, 1.99, 0.59, 1.27 and 3.34×, geometric mean 1.39×, would fail; README, "Valuing
+// reuse under load").
 func TestNoCollapseUnderOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("several full simulations")
 	}
-	reqs, err := Synth("agentic?seed=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Workers: 8, CapacityBlocks: 1000, Speedup: 4, Seed: 1, Model: fleet.PresetLegacy}
-	kv, err := RunPolicy("kvselect", cfg, reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	best := Result{TTFTMean: -1}
-	for _, name := range []string{"least-loaded", "max-overlap", "sglang", "llm-d", "dynamo"} {
-		r, err := RunPolicy(name, cfg, reqs)
+	logSum := 0.0
+	const seeds = 5
+	for seed := 1; seed <= seeds; seed++ {
+		reqs, err := Synth(fmt.Sprintf("agentic?seed=%d", seed))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if best.TTFTMean < 0 || r.TTFTMean < best.TTFTMean {
-			best = r
+		cfg := Config{Workers: 8, CapacityBlocks: 1000, Speedup: 4, Seed: 1, Model: fleet.PresetLegacy}
+		kv, err := RunPolicy("kvselect", cfg, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best := Result{TTFTMean: -1}
+		for _, name := range []string{"least-loaded", "max-overlap", "sglang", "llm-d", "dynamo"} {
+			r, err := RunPolicy(name, cfg, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if best.TTFTMean < 0 || r.TTFTMean < best.TTFTMean {
+				best = r
+			}
+		}
+		ratio := kv.TTFTMean / best.TTFTMean
+		logSum += math.Log(ratio)
+		t.Logf("seed %d: kvselect hit %.1f%%, mean %.0f ms, p99 %.0f ms; best baseline %s: hit %.1f%%, mean %.0f ms, p99 %.0f ms (%.2f×)",
+			seed, 100*kv.HitRate, kv.TTFTMean, kv.TTFTP99, best.Policy, 100*best.HitRate, best.TTFTMean, best.TTFTP99, ratio)
+		if kv.HitRate < 0.8 || ratio > 2 {
+			t.Errorf("seed %d: kvselect collapsed: hit %.1f%%, mean %.0f ms vs %s's %.0f ms", seed, 100*kv.HitRate, kv.TTFTMean, best.Policy, best.TTFTMean)
 		}
 	}
-	t.Logf("kvselect: hit %.1f%%, mean %.0f ms, p99 %.0f ms; best baseline %s: hit %.1f%%, mean %.0f ms, p99 %.0f ms",
-		100*kv.HitRate, kv.TTFTMean, kv.TTFTP99, best.Policy, 100*best.HitRate, best.TTFTMean, best.TTFTP99)
-	if kv.HitRate < 0.8 || kv.TTFTMean > 1.5*best.TTFTMean {
-		t.Errorf("kvselect collapsed: hit %.1f%%, mean %.0f ms vs %s's %.0f ms", 100*kv.HitRate, kv.TTFTMean, best.Policy, best.TTFTMean)
+	if g := math.Exp(logSum / seeds); g > 1.25 {
+		t.Errorf("geometric mean over seeds 1–%d: %.2f× the best baseline's mean TTFT, want ≤ 1.25×", seeds, g)
 	}
 }
 
