@@ -109,13 +109,11 @@ type kvselectTerms struct {
 	// maxEntries is the most blocks any rank holds in the index.
 	maxEntries int32
 	// sumB and nB accumulate the ranks' per-token costs and sumK their context coefficients
-	// (kvselect_speed.go); busyRanks counts the ranks with a pending prefill, of ranks ranks,
-	// and busy is busyRanks × min(1, miss_work_weight), the saturation's numerator (betaAt,
-	// kvselect_partition.go).
+	// (kvselect_speed.go); busyRanks counts the ranks with a pending prefill, of ranks ranks
+	// (the saturation, betaAt, kvselect_partition.go).
 	sumB      float64
 	sumK      float64
 	nB        int
-	busy      float64
 	busyRanks int
 	ranks     int
 	// pending is the partition's pending prefills (β's mean without RobustKVSelect).

@@ -29,7 +29,6 @@ func (k *kvselectTerms) observeRank(sp load.SpeedModel, pending int) {
 	k.ranks++
 	if pending > 0 {
 		k.busyRanks++
-		k.busy = k.w.saturationUnit() * float64(k.busyRanks)
 	}
 	if sp.B > 0 {
 		k.sumB += sp.B
@@ -58,20 +57,19 @@ func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 	k.pending = float64(tr.PendingPrefills())
 	k.sumB, k.sumK, k.nB = tr.SpeedSum()
 	k.busyRanks = tr.BusyOwners()
-	k.busy = k.w.saturationUnit() * float64(k.busyRanks)
 	k.settle()
 }
 
 // settle recomputes the values derived from the aggregates, once per observation (once per
-// selection on the fast path) instead of once per rank in costOf: betaAt's saturation busy/ranks
-// and mean pending/ranks, and consensusPrice's consensus B̄ = sumB/nB with its band edge
+// selection on the fast path) instead of once per rank in costOf: betaAt's saturation
+// min(1, miss_work_weight)·busyRanks/ranks and mean pending/ranks, and consensusPrice's consensus B̄ = sumB/nB with its band edge
 // consensusBand·B̄ and the prior scaled to it. The operations and operands are those the cost
 // used to evaluate per rank, so the costs are bit for bit unchanged.
 func (k *kvselectTerms) settle() {
 	w := &k.w
 	k.sat, k.mean = 0, k.pending/max(1, float64(k.ranks))
 	if k.ranks > 0 {
-		k.sat = k.busy / float64(k.ranks)
+		k.sat = float64(w.saturationUnit()*float64(k.busyRanks)) / float64(k.ranks)
 	}
 	k.agreed = k.nB > 0 && w.prior.B > 0
 	if k.agreed {

@@ -85,10 +85,11 @@ type Matrix struct {
 	Seed            uint64  `json:"seed"` // policy seed, as kvselect-sim --seed (42)
 	// Seeds are the policy seeds every cell runs with, each (cell, seed) a configuration of
 	// its own: run, judged and counted separately, its ID suffixed /seedN when there are
-	// several (the load search, round-robin's, draws nothing from the seed and is shared). A single seed's cell moves by more than most cost changes (one matrix's
-	// cells above the 1.25× bound went from 7 to 11 between seeds 42 and 7 with the policy
-	// unchanged; README, "The learned context share"), so comparisons want two or more.
-	// Empty: [Seed]; otherwise Seed is Seeds[0].
+	// several (the load search, round-robin's, draws nothing from the seed and is shared). A
+	// single seed's cell moves by more than most cost changes (one matrix's cells above the
+	// 1.25× bound went from 7 to 11 between seeds 42 and 7 with the policy unchanged; README,
+	// "The learned context share"), so comparisons want two or more. Empty: [Seed]; otherwise
+	// Seed is Seeds[0].
 	Seeds          []uint64 `json:"seeds"`
 	KVEventDelayMS float64  `json:"kv_event_delay_ms"`
 	// ScrapeIntervalMS is how often the router scrapes worker metrics, as kvselect-sim
