@@ -66,7 +66,9 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	for i := range cs {
 		k.observeEntries(cs[i].entries)
 		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
+		k.observeHeat(cs[i].Load.InsertionHeat)
 	}
+	k.settleHeat(len(cs))
 	for i := range cs {
 		s := &cs[i]
 		s.cost = k.scoredCost(s)
@@ -78,7 +80,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		occ = occupancy(s.entries, k.invMax())
+		occ = occupancy(s.entries, k.invMax()) * k.coldFactor(l.InsertionHeat)
 	}
 	invCap, invBudget := 0.0, 0.0
 	if k.w.pressure > 0 && s.w != nil {
@@ -125,6 +127,9 @@ type kvselectTerms struct {
 	consensus   load.SpeedModel
 	consensusHi float64
 	agreed      bool
+	// heatSum sums the ranks' insertion heats (the cold-cache discount, kvselect_eviction.go);
+	// coldRef, from it by settleHeat, is cold_cache_share × their mean (0: no discount).
+	heatSum, coldRef float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -137,6 +142,18 @@ func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms 
 
 // observeEntries takes one rank's indexed blocks into the partition's maximum.
 func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+
+// observeHeat takes one rank's insertion heat into the partition's sum; settleHeat, once every
+// one of the ranks ranks is observed (in candidate order on both paths, so the sums agree bit for
+// bit), derives the cold-cache reference.
+func (k *kvselectTerms) observeHeat(h float64) { k.heatSum += h }
+
+func (k *kvselectTerms) settleHeat(ranks int) {
+	k.coldRef = 0
+	if k.w.coldShare > 0 && k.heatSum > 0 && ranks > 0 {
+		k.coldRef = float64(k.w.coldShare*k.heatSum) / float64(ranks)
+	}
+}
 
 // invMax is 1/maxEntries, 0 while every rank is empty.
 func (k *kvselectTerms) invMax() float64 {

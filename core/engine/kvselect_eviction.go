@@ -44,3 +44,13 @@ func (w *worker) invKVCapacity() float64 {
 func occupancy(entries int32, invMax float64) float64 {
 	return float64(entries) * invMax
 }
+
+// coldFactor is the cold-cache discount of a rank with insertion heat h (see the top of this
+// file): min(1, h / coldRef), 1 when there is no reference (discount off, no window, or no
+// heat yet).
+func (k *kvselectTerms) coldFactor(h float64) float64 {
+	if !(k.coldRef > 0) {
+		return 1
+	}
+	return min(1, h/k.coldRef)
+}
