@@ -24,7 +24,9 @@ import (
 //	β             = min(miss_work_weight, max(the rank's pending prefills, the share of
 //	                ranks with a pending prefill))   (betaAt; miss_work_weight 4; without
 //	                RobustKVSelect the partition's pending prefills per rank, capped)
-//	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
+//	occupancy     = the rank's indexed blocks / the fullest rank's, × min(1, its insertion heat /
+//	                (cold_cache_share · the mean's)): a cache that has taken in little new KV
+//	                lately holds stale blocks (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
@@ -49,7 +51,8 @@ import (
 //     computed there (booked, then indexed) both ranks serve it.
 //   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
 //     (kvselect_eviction.go), work someone recomputes when that prefix returns; occupancy is
-//     the chance that happens. New sessions go where they displace least, conversations stay
+//     the chance that happens, discounted on a rank that has stored little lately (what it
+//     would evict is stale). New sessions go where they displace least, conversations stay
 //     where their cache is unless their rank is far more loaded.
 //   - Pinned blocks preempt. A vLLM- or SGLang-style worker pins the blocks of its running
 //     requests; a placement beyond its registered capacity waits or preempts a running
