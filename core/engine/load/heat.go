@@ -26,7 +26,7 @@ import "math"
 // Cost: one exp per booking with uncached tokens; reads are O(1).
 
 // heatRescaleAt bounds E: exp(500) ≈ 1.4e217, so a heat stays finite (a booking adds at most
-// 2^64 tokens · exp(500) ≈ 2.6e236 < MaxFloat64) until the rescale brings it back.
+// 2^64 tokens · exp(500) ≈ 2.6e236, and a sum over 10^70 of them still fits a float64).
 const heatRescaleAt = 500
 
 // SetHeatWindow sets the heat window W in tokens (see above); W ≤ 0 or NaN stops heat tracking
@@ -49,14 +49,16 @@ func (t *Tracker) heatInsert(st *ownerState, tokens uint64) {
 	}
 	f := float64(tokens)
 	t.heatE += f / t.heatW
-	st.heat += f * math.Exp(t.heatE)
 	if t.heatE > heatRescaleAt {
+		// Rescale before adding, so that exp(E) never exceeds exp(heatRescaleAt). A booking
+		// of more than that many windows underflows every earlier heat to 0, as it should.
 		s := math.Exp(-t.heatE)
 		for i := range t.owners {
 			t.owners[i].heat *= s
 		}
 		t.heatE = 0
 	}
+	st.heat += f * math.Exp(t.heatE)
 }
 
 // InsertionHeatAt returns the insertion heat of the owner at ordinal i, in the tracker's common

@@ -107,6 +107,21 @@ func TestInsertionHeatRescales(t *testing.T) {
 	}
 }
 
+// A booking of more windows than the bound rescales first: earlier heats decay to 0, nothing
+// overflows.
+func TestInsertionHeatHugeBooking(t *testing.T) {
+	h := newHeatFixture(t, 1)
+	h.book(heatA, 10)
+	h.book(heatB, 1<<62)
+	if a, b := h.tr.InsertionHeatAt(0), h.tr.InsertionHeatAt(1); a != 0 || !(b > 0) || math.IsInf(b, 0) {
+		t.Fatalf("heats after a booking of 2^62 windows: A %v, B %v", a, b)
+	}
+	h.book(heatA, 1)
+	if a, b := h.tr.InsertionHeatAt(0), h.tr.InsertionHeatAt(1); math.IsInf(a, 0) || math.IsNaN(a) || !(b > a) {
+		t.Fatalf("heats after one more token: A %v, B %v", a, b)
+	}
+}
+
 // Without a window (the partition's capacity unknown) nothing is tracked and every heat reads 0;
 // a window set later starts from the heats kept.
 func TestInsertionHeatOff(t *testing.T) {
