@@ -55,12 +55,12 @@ type Config struct {
 	MissWorkWeight float64
 	EvictionWeight float64
 	// ColdCacheShare discounts, in the kvselect policy, the eviction a miss causes on a rank
-	// whose cache has taken in little new KV lately: a rank booked less than ColdCacheShare of
-	// the partition's mean recent uncached tokens (its insertion heat over about one turnover of
-	// the partition's registered capacity, load/heat.go) has its occupancy scaled by its heat over
-	// that share of the mean (kvselect_eviction.go). Default 0.5; 0 turns the discount off (the
-	// default before it: README, "A cache nobody fills"). It needs every rank's total_kv_blocks;
-	// without them there is no discount.
+	// whose cache few requests have used lately: a rank booked less than ColdCacheShare of the
+	// partition's mean recent prompt tokens (its cache heat, cached and uncached tokens over about
+	// one fleet capacity of traffic, load/heat.go) has its occupancy scaled by its heat over that
+	// share of the mean (kvselect_eviction.go). Default 0.5; 0 turns the discount off (the default
+	// before it: README, "A cache nobody uses"). It needs every rank's total_kv_blocks; without
+	// them there is no discount.
 	ColdCacheShare float64
 	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
 	// overflow a rank's KV cache with pinned blocks: the rank's active (booked) blocks plus the

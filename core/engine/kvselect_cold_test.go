@@ -8,7 +8,8 @@ import (
 )
 
 // coldFleet registers workers 1 and 2 (total_kv_blocks 20) on a kvselect engine with
-// cold_cache_share share (the pressure and decode terms off, to isolate the eviction term), fills
+// cold_cache_share share (the pressure and decode terms and speed learning off, to isolate the
+// eviction term), fills
 // worker 1's cache with 16 blocks and worker 2's with 12 through KV events, then books and
 // finishes work of new tokens pinned to the workers in hot (each booking stores blocks there,
 // and leaves no load behind).
@@ -16,6 +17,7 @@ func coldFleet(t *testing.T, share float64, hot ...uint64) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
 	cfg.ColdCacheShare, cfg.KVPressureWeight, cfg.DecodeContextWeight = share, 0, 0
+	cfg.FixedPrefillModel = true // completions at booking time would teach absurd speeds
 	e := newEngine(t, &cfg)
 	for id := uint64(1); id <= 2; id++ {
 		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
@@ -36,9 +38,10 @@ func coldFleet(t *testing.T, share float64, hot ...uint64) *Engine {
 }
 
 // TestColdCacheTakesTheMiss: a miss goes where it evicts least. By occupancy alone that is
-// worker 2 (12 of the fullest rank's 16 blocks). When worker 1 has stored nothing since (all the
-// uncached work went to worker 2), its cache is cold and the discount makes it the cheaper place
-// to store new blocks; when both took work alike, or the discount is off, nothing changes.
+// worker 2 (12 of the fullest rank's 16 blocks). When no request has used worker 1's cache since
+// it filled (all the work went to worker 2), its cache is cold and the discount makes it the
+// cheaper place to store new blocks; when both took work alike, or the discount is off, nothing
+// changes.
 func TestColdCacheTakesTheMiss(t *testing.T) {
 	miss := toks(90_000, 32)
 	for _, c := range []struct {
@@ -58,6 +61,24 @@ func TestColdCacheTakesTheMiss(t *testing.T) {
 		if r.WorkerID != c.worker {
 			t.Errorf("%s: worker %d, want %d", c.name, r.WorkerID, c.worker)
 		}
+	}
+}
+
+// TestColdCacheReadIsInUse: a rank whose cache requests read (hits on what it holds) is in use
+// even though it stores nothing new, and keeps the full eviction term.
+func TestColdCacheReadIsInUse(t *testing.T) {
+	e := coldFleet(t, 0.5, 2, 2)
+	r, err := e.SelectAndReserve(selReq("hit", toks(1, 64)), t0)
+	noErr(t, err)
+	if r.WorkerID != 1 {
+		t.Fatalf("the hit went to worker %d, not to the cache that holds it", r.WorkerID)
+	}
+	noErr(t, e.PrefillCompleteAt("hit", t0))
+	noErr(t, e.Free("hit"))
+	r, err = e.Select(selReq("", toks(90_000, 32)), t0)
+	noErr(t, err)
+	if r.WorkerID != 2 {
+		t.Errorf("worker %d: worker 1 serves hits on its cache, the miss should not evict it", r.WorkerID)
 	}
 }
 

@@ -1,6 +1,6 @@
 package engine
 
-// The partition's registered KV capacity: the window of its tracker's insertion heat
+// The partition's registered KV capacity: the window of its tracker's cache heat
 // (load/heat.go), which the kvselect policy's cold-cache discount reads (kvselect_eviction.go).
 // It is kept as a running tally over the candidates, updated where cands is spliced (a
 // registration costs O(its ranks), not O(partition)).

@@ -25,7 +25,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		invMax = k.invMax()
 		if cold {
 			for i := range cost {
-				k.observeHeat(tr.InsertionHeatAt(i))
+				k.observeHeat(tr.CacheHeatAt(i))
 			}
 			k.settleHeat(len(cost))
 		}
@@ -38,7 +38,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		if evict {
 			occ = occupancy(ent[i], invMax)
 			if cold {
-				occ *= k.coldFactor(tr.InsertionHeatAt(i))
+				occ *= k.coldFactor(tr.CacheHeatAt(i))
 			}
 		}
 		invCap, invBudget := 0.0, 0.0

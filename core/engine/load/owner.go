@@ -29,10 +29,10 @@ type RankLoad struct {
 	// Speed is the owner's prefill-speed model: learned from its prefill completions
 	// (speedtrack.go), the prior until then.
 	Speed SpeedModel
-	// InsertionHeat is the owner's recent uncached prefill tokens in the tracker's common
-	// scale (heat.go): comparable with other owners' read at the same moment, nothing else;
-	// 0 with heat tracking off.
-	InsertionHeat float64
+	// CacheHeat is the owner's recent prompt tokens, cached and uncached, in the tracker's
+	// common scale (heat.go): comparable with other owners' read at the same moment, nothing
+	// else; 0 with heat tracking off.
+	CacheHeat float64
 }
 
 // ownerState is the per-owner aggregate. Slots are indices into
@@ -56,7 +56,7 @@ type ownerState struct {
 	bookings []uint32
 	// speed learns the owner's prefill speed (speedtrack.go).
 	speed speedState
-	// heat is the owner's insertion heat in the tracker's common scale (heat.go).
+	// heat is the owner's cache heat in the tracker's common scale (heat.go).
 	heat float64
 }
 
@@ -171,8 +171,8 @@ func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
 	d.PrefillCross = st.cross
 	d.Speed = st.speed.est.cur
-	d.InsertionHeat = 0
+	d.CacheHeat = 0
 	if t.heatW > 0 {
-		d.InsertionHeat = st.heat
+		d.CacheHeat = st.heat
 	}
 }

@@ -56,7 +56,7 @@ type Tracker struct {
 	// ctx learns the partition's context share from every owner's samples (speed_context.go).
 	ctx ctxEstimator
 
-	// Insertion heat (heat.go): the window W in tokens (0: off) and the common scale's
+	// Cache heat (heat.go): the window W in tokens (0: off) and the common scale's
 	// exponent E.
 	heatW, heatE float64
 }
