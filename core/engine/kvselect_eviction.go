@@ -23,8 +23,9 @@ package engine
 //
 //	occupancy' = occupancy · min(1, heat / (cold_cache_share · mean heat))
 //
-// A rank used at least that share of the mean pays the full term (on a fleet whose ranks are
-// used alike nothing changes: the legacy model's overloaded agentic workload is as before); a
+// A rank used at least that share of the mean pays the full term (where ranks are used alike
+// almost nothing changes: the legacy model's overloaded agentic workload is within 5 % of
+// before on each of its five seeds); a
 // colder one pays in proportion, and a rank nobody has used in a window pays none, so misses
 // refill it and its heat comes back to the mean. A rank serving a hot prompt's hits stores
 // little but is in use, and is not discounted. The discount needs every rank's total_kv_blocks
