@@ -4,7 +4,7 @@ import "github.com/kvselect/kvselect/core/engine"
 
 // KVSelectPreviousConfig is kvselect's default before the cold-cache discount
 // (engine.Config's ColdCacheShare 0: a miss's eviction priced by the rank's occupancy alone,
-// however long its cache has gone without new blocks): the "previous default" of README and
+// however little its cache has been used lately): the "previous default" of README and
 // cmd/kvselect-matrix/results. (Until the discount it was the default before a miss's β could
 // exceed 1, MissWorkWeight 1: README at 64bddbd.)
 func KVSelectPreviousConfig() engine.Config {
