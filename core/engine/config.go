@@ -54,6 +54,14 @@ type Config struct {
 	// kvselect_eviction.go). 0 turns either off.
 	MissWorkWeight float64
 	EvictionWeight float64
+	// ColdCacheShare discounts, in the kvselect policy, the eviction a miss causes on a rank
+	// whose cache few requests have used lately: a rank booked less than ColdCacheShare of the
+	// partition's mean recent prompt tokens (its cache heat, cached and uncached tokens over about
+	// one fleet capacity of traffic, load/heat.go) has its occupancy scaled by its heat over that
+	// share of the mean (kvselect_eviction.go). Default 0.5; 0 turns the discount off (the default
+	// before it: README, "A cache nobody uses"). It needs every rank's total_kv_blocks; without
+	// them there is no discount.
+	ColdCacheShare float64
 	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
 	// overflow a rank's KV cache with pinned blocks: the rank's active (booked) blocks plus the
 	// request's not yet booked ones, beyond its registered total_kv_blocks. A vLLM-style worker
@@ -172,6 +180,7 @@ func DefaultConfig() Config {
 		AffinityQueueMS:          2000,
 		MissWorkWeight:           4,
 		EvictionWeight:           1,
+		ColdCacheShare:           0.5,
 		KVPressureWeight:         1,
 		DecodeContextWeight:      1e-3,
 		RobustKVSelect:           true,
@@ -226,6 +235,7 @@ func (c *Config) Validate() error {
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},
 		{"eviction_weight", c.EvictionWeight},
+		{"cold_cache_share", c.ColdCacheShare},
 		{"kv_pressure_weight", c.KVPressureWeight},
 		{"decode_context_weight", c.DecodeContextWeight},
 	}

@@ -24,7 +24,9 @@ import (
 //	β             = min(miss_work_weight, max(the rank's pending prefills, the share of
 //	                ranks with a pending prefill))   (betaAt; miss_work_weight 4; without
 //	                RobustKVSelect the partition's pending prefills per rank, capped)
-//	occupancy     = the rank's indexed blocks / the fullest rank's (kvselect_eviction.go)
+//	occupancy     = the rank's indexed blocks / the fullest rank's, × min(1, its cache heat /
+//	                (cold_cache_share · the mean's)): a cache few requests have used lately
+//	                holds stale blocks (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
@@ -49,7 +51,8 @@ import (
 //     computed there (booked, then indexed) both ranks serve it.
 //   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
 //     (kvselect_eviction.go), work someone recomputes when that prefix returns; occupancy is
-//     the chance that happens. New sessions go where they displace least, conversations stay
+//     the chance that happens, discounted on a rank whose cache few requests have used lately
+//     (what it would evict is stale). New sessions go where they displace least, conversations stay
 //     where their cache is unless their rank is far more loaded.
 //   - Pinned blocks preempt. A vLLM- or SGLang-style worker pins the blocks of its running
 //     requests; a placement beyond its registered capacity waits or preempts a running
@@ -66,7 +69,9 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	for i := range cs {
 		k.observeEntries(cs[i].entries)
 		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
+		k.observeHeat(cs[i].Load.CacheHeat)
 	}
+	k.settleHeat(len(cs))
 	for i := range cs {
 		s := &cs[i]
 		s.cost = k.scoredCost(s)
@@ -78,7 +83,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		occ = occupancy(s.entries, k.invMax())
+		occ = occupancy(s.entries, k.invMax()) * k.coldFactor(l.CacheHeat)
 	}
 	invCap, invBudget := 0.0, 0.0
 	if k.w.pressure > 0 && s.w != nil {
@@ -125,6 +130,9 @@ type kvselectTerms struct {
 	consensus   load.SpeedModel
 	consensusHi float64
 	agreed      bool
+	// heatSum sums the ranks' cache heats (the cold-cache discount, kvselect_eviction.go);
+	// coldRef, from it by settleHeat, is cold_cache_share × their mean (0: no discount).
+	heatSum, coldRef float64
 }
 
 func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms {
@@ -137,6 +145,18 @@ func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms 
 
 // observeEntries takes one rank's indexed blocks into the partition's maximum.
 func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+
+// observeHeat takes one rank's cache heat into the partition's sum; settleHeat, once every
+// one of the ranks ranks is observed (in candidate order on both paths, so the sums agree bit for
+// bit), derives the cold-cache reference.
+func (k *kvselectTerms) observeHeat(h float64) { k.heatSum += h }
+
+func (k *kvselectTerms) settleHeat(ranks int) {
+	k.coldRef = 0
+	if k.w.coldShare > 0 && k.heatSum > 0 && ranks > 0 {
+		k.coldRef = float64(k.w.coldShare*k.heatSum) / float64(ranks)
+	}
+}
 
 // invMax is 1/maxEntries, 0 while every rank is empty.
 func (k *kvselectTerms) invMax() float64 {

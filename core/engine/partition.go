@@ -38,15 +38,23 @@ func (k PartitionKey) DumpKey() string { return k.Model + ":" + k.Group }
 type candidate struct {
 	w    *worker
 	rank uint32
-	// invCap is 1/total_kv_blocks of the worker, 0 when it registered none (the kvselect
-	// policy's occupancy, kvselect_eviction.go); cached here because every selection reads it.
-	invCap float64
+	// kvBlocks is the worker's registered total_kv_blocks (per rank), 0 when it registered
+	// none, and invCap its inverse (0 then): the kvselect policy's pressure term
+	// (kvselect_pressure.go) and the partition's capacity (partition_capacity.go); cached here
+	// because every selection reads it.
+	kvBlocks uint64
+	invCap   float64
 	// invBudget is 1/max_num_batched_tokens of the worker, 0 when it registered none (the
 	// kvselect policy's decode term, kvselect_decode.go); cached for the same reason.
 	invBudget float64
 }
 
 func (c candidate) owner() kvwire.Owner { return kvwire.Owner{Worker: c.w.id, Rank: c.rank} }
+
+// candidate is w's rank r as a candidate, its registered limits cached.
+func (w *worker) candidate(r uint32) candidate {
+	return candidate{w: w, rank: r, kvBlocks: deref(w.spec.TotalKVBlocks, 0), invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()}
+}
 
 // partition holds everything scoped to one PartitionKey.
 //
@@ -86,6 +94,8 @@ type partition struct {
 	rankSparse bool
 	// order is each rank's store order for the KV-index budget (indexbudget.go).
 	order map[kvwire.Owner]*storeOrder
+	// capacity tallies the candidates' registered KV capacity (partition_capacity.go).
+	capacity capTally
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);
@@ -117,7 +127,7 @@ func (p *partition) rebuild() {
 			continue
 		}
 		for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-			p.cands = append(p.cands, candidate{w: w, rank: r, invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()})
+			p.cands = append(p.cands, w.candidate(r))
 		}
 	}
 	slices.SortFunc(p.cands, func(a, b candidate) int {
@@ -130,6 +140,9 @@ func (p *partition) rebuild() {
 	for _, c := range p.cands {
 		p.owners = append(p.owners, c.owner())
 	}
+	p.capacity = capTally{}
+	p.capacity.tally(p.cands, true)
+	p.syncHeatWindow()
 	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
 	p.slots.reset()
 	if p.predicted != nil {

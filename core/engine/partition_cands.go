@@ -42,6 +42,7 @@ func (p *partition) dropCands(id uint64) {
 		p.candsChanged(lo, lo)
 		return
 	}
+	p.capacity.tally(p.cands[lo:hi], false)
 	p.cands = slices.Delete(p.cands, lo, hi)
 	p.owners = slices.Delete(p.owners, lo, hi)
 	p.candsChanged(lo, lo)
@@ -51,6 +52,7 @@ func (p *partition) dropCands(id uint64) {
 func (p *partition) addCands(w *worker) {
 	lo, hi := p.workerSpan(w.id)
 	if lo != hi {
+		p.capacity.tally(p.cands[lo:hi], false)
 		p.cands = slices.Delete(p.cands, lo, hi)
 		p.owners = slices.Delete(p.owners, lo, hi)
 	}
@@ -62,9 +64,10 @@ func (p *partition) addCands(w *worker) {
 	add := make([]candidate, 0, n)
 	own := make([]kvwire.Owner, 0, n)
 	for r := w.startRank(); uint64(r) < uint64(w.startRank())+uint64(w.dpSize()); r++ {
-		add = append(add, candidate{w: w, rank: r, invCap: w.invKVCapacity(), invBudget: w.invBatchBudget()})
+		add = append(add, w.candidate(r))
 		own = append(own, kvwire.Owner{Worker: w.id, Rank: r})
 	}
+	p.capacity.tally(add, true)
 	p.cands = slices.Insert(p.cands, lo, add...)
 	p.owners = slices.Insert(p.owners, lo, own...)
 	p.candsChanged(lo, lo+n)
@@ -86,6 +89,7 @@ func (p *partition) candsChanged(lo, hi int) {
 		p.ordOK = p.checkOrdinals()
 	}
 	p.ordVersion = p.tracker.Version()
+	p.syncHeatWindow()
 	p.slots.reset()
 	if p.predicted != nil {
 		p.predicted.slots.reset()

@@ -17,11 +17,18 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 	ent := e.entriesOf(p, w)
 	invMax := 0.0
 	evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
+	cold := evict && w.coldShare > 0 && tr.HeatWindow() > 0
 	if evict {
 		for _, n := range ent {
 			k.observeEntries(n)
 		}
 		invMax = k.invMax()
+		if cold {
+			for i := range cost {
+				k.observeHeat(tr.CacheHeatAt(i))
+			}
+			k.settleHeat(len(cost))
+		}
 	}
 	pick, draw, elig := f.pick, f.draw, f.mask
 	for i := range cost {
@@ -30,6 +37,9 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		occ := 0.0
 		if evict {
 			occ = occupancy(ent[i], invMax)
+			if cold {
+				occ *= k.coldFactor(tr.CacheHeatAt(i))
+			}
 		}
 		invCap, invBudget := 0.0, 0.0
 		if pressure {

@@ -369,11 +369,12 @@ func (e *Engine) DropPeer(sender string) int {
 }
 
 // contextOf is the cached context before a booking's prefill tokens: the rest of its prompt of
-// isl tokens (0 when either is unknown), isl capped at MaxISLTokens, the bound a local request
-// has (a peer's ReplicaAdd.ISL is not validated on the wire).
+// isl tokens (0 when isl is unknown or not above prefill; the whole prompt for a full hit or
+// untracked prefill, which the cache heat counts), isl capped at MaxISLTokens, the bound a local
+// request has (a peer's ReplicaAdd.ISL is not validated on the wire).
 func contextOf(isl, prefill uint64) uint64 {
 	isl = min(isl, MaxISLTokens)
-	if prefill == 0 || isl <= prefill {
+	if isl <= prefill {
 		return 0
 	}
 	return isl - prefill

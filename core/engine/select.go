@@ -247,6 +247,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		l.ActivePrefillTokens, l.ActiveBlocks, l.ActiveRequests, l.PendingPrefills, l.PrefillSquares = p.tracker.CountersAt(i)
 		l.PrefillCross = p.tracker.CrossAt(i)
 		l.Speed = p.tracker.SpeedAt(i)
+		l.CacheHeat = p.tracker.CacheHeatAt(i)
 		c, o, sc := &p.cands[i], &ov[i], &cs[i]
 		sc.Owner = p.owners[i]
 		sc.Worker = nil

@@ -2,13 +2,14 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPreviousConfig is kvselect's default before a miss's β could exceed 1
-// (engine.Config's MissWorkWeight 1: a miss on a rank with twenty pending prefills priced as on
-// one with one; the saturation and the pressure term are then as they are now): the "previous
-// default" of README and cmd/kvselect-matrix/results.
+// KVSelectPreviousConfig is kvselect's default before the cold-cache discount
+// (engine.Config's ColdCacheShare 0: a miss's eviction priced by the rank's occupancy alone,
+// however little its cache has been used lately): the "previous default" of README and
+// cmd/kvselect-matrix/results. (Until the discount it was the default before a miss's β could
+// exceed 1, MissWorkWeight 1: README at 64bddbd.)
 func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
-	c.MissWorkWeight = 1
+	c.ColdCacheShare = 0
 	return c
 }
 
@@ -19,6 +20,6 @@ func KVSelectPreviousConfig() engine.Config {
 func KVSelectCentralConfig() engine.Config {
 	c := KVSelectConfig()
 	c.LearnContextCost, c.DecodeContextWeight, c.MissWorkWeight = false, 0, 1
-	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed = 0, false, true
+	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed, c.ColdCacheShare = 0, false, true, 0
 	return c
 }

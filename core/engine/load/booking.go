@@ -99,6 +99,7 @@ func (t *Tracker) Add(b Booking) error {
 	}
 	st.bookings = append(st.bookings, bi)
 	st.startStretch(b.PrefillTokens, b.AdmittedAt)
+	t.heatBook(st, b.ContextTokens, b.PrefillTokens)
 	st.prefill += b.PrefillTokens
 	if b.PrefillTokens > 0 {
 		if st.pending == 0 {

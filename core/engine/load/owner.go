@@ -29,6 +29,10 @@ type RankLoad struct {
 	// Speed is the owner's prefill-speed model: learned from its prefill completions
 	// (speedtrack.go), the prior until then.
 	Speed SpeedModel
+	// CacheHeat is the owner's recent prompt tokens, cached and uncached, in the tracker's
+	// common scale (heat.go): comparable with other owners' read at the same moment, nothing
+	// else; 0 with heat tracking off.
+	CacheHeat float64
 }
 
 // ownerState is the per-owner aggregate. Slots are indices into
@@ -52,6 +56,8 @@ type ownerState struct {
 	bookings []uint32
 	// speed learns the owner's prefill speed (speedtrack.go).
 	speed speedState
+	// heat is the owner's cache heat in the tracker's common scale (heat.go).
+	heat float64
 }
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
@@ -70,7 +76,7 @@ func (t *Tracker) AddOwner(o kvwire.Owner) {
 		t.ord = append(t.ord, 0)
 	}
 	st := &t.owners[slot]
-	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross = o, true, 0, 0, 0, 0, 0
+	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross, st.heat = o, true, 0, 0, 0, 0, 0, 0
 	st.bookings = st.bookings[:0]
 	st.speed = speedState{}
 	st.speed.est.reset(t.defaultSpeed, t.ctx.kappa)
@@ -165,4 +171,8 @@ func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
 	d.PrefillCross = st.cross
 	d.Speed = st.speed.est.cur
+	d.CacheHeat = 0
+	if t.heatW > 0 {
+		d.CacheHeat = st.heat
+	}
 }

@@ -55,6 +55,10 @@ type Tracker struct {
 	speedSum speedSum
 	// ctx learns the partition's context share from every owner's samples (speed_context.go).
 	ctx ctxEstimator
+
+	// Cache heat (heat.go): the window W in tokens (0: off) and the common scale's
+	// exponent E.
+	heatW, heatE float64
 }
 
 // SetDefaultSpeed sets the prior speed model given to owners added from now on (owners already
