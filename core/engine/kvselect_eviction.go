@@ -15,21 +15,20 @@ package engine
 // blocks it filled up with, and it stays the fullest. In simulation one worker of eight served
 // 18 of 2,000 requests and sat idle for 1,470 of 1,524 s while the other seven thrashed (the
 // SGLang-style 8B model's mixed agentic and system-prompt traffic on tight caches, seed 42: hit
-// rate 56 % against 80 % for the best rival, mean TTFT 1.5× Dynamo's; README, "A cache nobody
-// uses"). What such a rank would evict, nobody has asked for in a long while. The cold-cache
-// discount scales occupancy by the rank's cache heat — the prompt tokens booked on it, cached
-// (read) and uncached (stored), decayed over about one fleet capacity of traffic
-// (load/heat.go) — against cold_cache_share (default ½) of the partition's mean:
+// rate 56 % against llm-d's 80 %, mean TTFT 1.5× Dynamo's; README, "A cache nobody uses"). What
+// such a rank would evict, nobody has asked for in a long while. The cold-cache discount scales
+// occupancy by the rank's cache heat — the prompt tokens booked on it, cached (read) and
+// uncached (stored), decayed over about one fleet capacity of traffic (load/heat.go) — against
+// cold_cache_share (default ½) of the partition's mean:
 //
 //	occupancy' = occupancy · min(1, heat / (cold_cache_share · mean heat))
 //
 // A rank used at least that share of the mean pays the full term (where ranks are used alike
-// almost nothing changes: the legacy model's overloaded agentic workload is within 5 % of
-// before on each of its five seeds); a
-// colder one pays in proportion, and a rank nobody has used in a window pays none, so misses
-// refill it and its heat comes back to the mean. A rank serving a hot prompt's hits stores
-// little but is in use, and is not discounted. The discount needs every rank's total_kv_blocks
-// (the window); without them, or before any booking, there is none.
+// almost nothing changes: the legacy model's overloaded agentic workload is within 5 % of before
+// on each of its five seeds); a colder one pays in proportion, and a rank nobody has used in a
+// window pays none, so misses refill it and its heat comes back to the mean. A rank serving a
+// hot prompt's hits stores little but is in use, and is not discounted. The discount needs every
+// rank's total_kv_blocks (the window); without them, or before any booking, there is none.
 
 // entriesOf returns, per candidate of p (tracker ordinal), the blocks the rank holds in the
 // index: all zeros unless the kvselect policy's eviction term is on. The slice is scratch,

@@ -25,8 +25,8 @@ import "math"
 // increments of E.
 //
 // Measured against counting stored (uncached) tokens only: a worker serving a hot prompt's hits
-// stores little and read as cold, and misses that evicted its copy of the prompt were sent to it
-// (README, "A cache nobody uses").
+// stores little, so it read as cold and its misses were discounted; that passed fewer cells of
+// the robustness matrices (README, "A cache nobody uses").
 //
 // Cost: one exp per booking; reads are O(1).
 
