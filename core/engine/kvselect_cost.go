@@ -66,16 +66,22 @@ import (
 // kvselectCosts computes the kvselect policy's cost for every candidate in place.
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
+	k.observeScored(cs)
+	for i := range cs {
+		s := &cs[i]
+		s.cost = k.scoredCost(s)
+	}
+}
+
+// observeScored takes every rank of a selection (the partition's candidates, in order) into the
+// partition aggregates: the general path's and KVSelectScorer's one pass before their costs.
+func (k *kvselectTerms) observeScored(cs []scored) {
 	for i := range cs {
 		k.observeEntries(cs[i].entries)
 		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
 		k.observeHeat(cs[i].Load.CacheHeat)
 	}
 	k.settleHeat(len(cs))
-	for i := range cs {
-		s := &cs[i]
-		s.cost = k.scoredCost(s)
-	}
 }
 
 // scoredCost is cost for a scored candidate (its indexed blocks and worker's capacity known).
