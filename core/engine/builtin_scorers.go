@@ -43,10 +43,7 @@ func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	if self < 0 {
 		fleet, self = []scored{{Candidate: *c}}, 0
 	}
-	for i := range fleet {
-		t.observeEntries(fleet[i].entries)
-		t.observeRank(fleet[i].Load.Speed, fleet[i].Load.PendingPrefills)
-	}
+	t.observeScored(fleet)
 	s := fleet[self]
 	s.Candidate = *c
 	return t.scoredCost(&s)

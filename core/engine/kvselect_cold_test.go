@@ -9,10 +9,9 @@ import (
 
 // coldFleet registers workers 1 and 2 (total_kv_blocks 20) on a kvselect engine with
 // cold_cache_share share (the pressure and decode terms and speed learning off, to isolate the
-// eviction term), fills
-// worker 1's cache with 16 blocks and worker 2's with 12 through KV events, then books and
-// finishes work of new tokens pinned to the workers in hot (each booking stores blocks there,
-// and leaves no load behind).
+// eviction term), fills worker 1's cache with 16 blocks and worker 2's with 12 through KV events,
+// then books and finishes work of new tokens pinned to the workers in hot (each booking stores
+// blocks there, and leaves no load behind).
 func coldFleet(t *testing.T, share float64, hot ...uint64) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
@@ -26,11 +25,7 @@ func coldFleet(t *testing.T, share float64, hot ...uint64) *Engine {
 	store(t, e, kvwire.Owner{Worker: 2}, toks(1000, 48))
 	for i, w := range hot {
 		id := fmt.Sprintf("warm-%d", i)
-		r := selReq(id, toks(5000+100*i, 40))
-		r.PinnedWorker = &PinnedWorker{WorkerID: ptr(w), DPRank: ptr(uint32(0))}
-		if _, err := e.SelectAndReserve(r, t0); err != nil {
-			t.Fatal(err)
-		}
+		pinned(t, e, id, w, toks(5000+100*i, 40), t0)
 		noErr(t, e.PrefillCompleteAt(id, t0))
 		noErr(t, e.Free(id))
 	}

@@ -52,8 +52,8 @@ import (
 //   - Stored blocks evict. On a full cache the blocks a miss stores push out as many of others'
 //     (kvselect_eviction.go), work someone recomputes when that prefix returns; occupancy is
 //     the chance that happens, discounted on a rank whose cache few requests have used lately
-//     (what it would evict is stale). New sessions go where they displace least, conversations stay
-//     where their cache is unless their rank is far more loaded.
+//     (what it would evict is stale). New sessions go where they displace least, conversations
+//     stay where their cache is unless their rank is far more loaded.
 //   - Pinned blocks preempt. A vLLM- or SGLang-style worker pins the blocks of its running
 //     requests; a placement beyond its registered capacity waits or preempts a running
 //     request, whose context is recomputed (kvselect_pressure.go). Zero on any rank with room.
@@ -66,16 +66,22 @@ import (
 // kvselectCosts computes the kvselect policy's cost for every candidate in place.
 func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 	k := newKVSelectTerms(n, blockSize, w)
+	k.observeScored(cs)
+	for i := range cs {
+		s := &cs[i]
+		s.cost = k.scoredCost(s)
+	}
+}
+
+// observeScored takes every rank of a selection (the partition's candidates, in order) into the
+// partition aggregates: the general path's and KVSelectScorer's one pass before their costs.
+func (k *kvselectTerms) observeScored(cs []scored) {
 	for i := range cs {
 		k.observeEntries(cs[i].entries)
 		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
 		k.observeHeat(cs[i].Load.CacheHeat)
 	}
 	k.settleHeat(len(cs))
-	for i := range cs {
-		s := &cs[i]
-		s.cost = k.scoredCost(s)
-	}
 }
 
 // scoredCost is cost for a scored candidate (its indexed blocks and worker's capacity known).
@@ -146,9 +152,9 @@ func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms 
 // observeEntries takes one rank's indexed blocks into the partition's maximum.
 func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
 
-// observeHeat takes one rank's cache heat into the partition's sum; settleHeat, once every
-// one of the ranks ranks is observed (in candidate order on both paths, so the sums agree bit for
-// bit), derives the cold-cache reference.
+// observeHeat takes one rank's cache heat into the partition's sum; settleHeat, once all ranks
+// ranks are observed (in candidate order on every path, so the sums agree bit for bit), derives
+// the cold-cache reference.
 func (k *kvselectTerms) observeHeat(h float64) { k.heatSum += h }
 
 func (k *kvselectTerms) settleHeat(ranks int) {

@@ -5,9 +5,9 @@ package engine
 // of other prompts — work someone recomputes later, in the common case that the evicted prefix
 // comes back (a conversation's or an agent session's next turn). The term weighs a rank's own
 // uncached prefill by its cache occupancy: the blocks the rank holds in the index (every tier)
-// over the most blocks any rank of the partition holds. New sessions then go where they displace the
-// least (SGLang's router sends unmatched requests to the worker with the smallest tree for the
-// same reason), and a conversation is not moved onto a rank whose cache it would churn.
+// over the most blocks any rank of the partition holds. New sessions then go where they displace
+// the least (SGLang's router sends unmatched requests to the worker with the smallest tree for
+// the same reason), and a conversation is not moved onto a rank whose cache it would churn.
 //
 // A full cache is not always a valuable one. Under load every cache is about equally full, so
 // occupancy differs between ranks by a few per cent and decides near ties, always against the

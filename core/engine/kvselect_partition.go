@@ -62,9 +62,10 @@ func (k *kvselectTerms) observeTracker(tr *load.Tracker) {
 
 // settle recomputes the values derived from the aggregates, once per observation (once per
 // selection on the fast path) instead of once per rank in costOf: betaAt's saturation
-// min(1, miss_work_weight)·busyRanks/ranks and mean pending/ranks, and consensusPrice's consensus B̄ = sumB/nB with its band edge
-// consensusBand·B̄ and the prior scaled to it. The operations and operands are those the cost
-// used to evaluate per rank, so the costs are bit for bit unchanged.
+// min(1, miss_work_weight)·busyRanks/ranks and mean pending/ranks, and consensusPrice's
+// consensus B̄ = sumB/nB with its band edge consensusBand·B̄ and the prior scaled to it. The
+// operations and operands are those the cost used to evaluate per rank, so the costs are bit for
+// bit unchanged.
 func (k *kvselectTerms) settle() {
 	w := &k.w
 	k.sat, k.mean = 0, k.pending/max(1, float64(k.ranks))

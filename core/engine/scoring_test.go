@@ -20,6 +20,7 @@ func scoringEngine(t *testing.T, cfg Config, sc Scoring) *Engine {
 	for id := uint64(1); id <= 3; id++ {
 		mustUpsert(t, e, spec(id, func(s *WorkerSpec) {
 			s.TopologyDomains = map[string]string{"zone": []string{"", "a", "b", "c"}[id]}
+			s.TotalKVBlocks = ptr(uint64(64)) // the kvselect terms that need a capacity take part
 		}))
 	}
 	// Worker 2 caches the whole prompt: it wins the built-in cost.
