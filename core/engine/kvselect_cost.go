@@ -28,7 +28,7 @@ import (
 //	                (cold_cache_share · the mean's)): a cache few requests have used lately
 //	                holds stale blocks (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
-//	                  ·(1 + min(β, eviction_miss_work))   (default 0: priced once; kvselect_eviction.go)
+//	                  ·(1 + min(β, eviction_miss_work))   (default 0; kvselect_eviction.go)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits, priced at the
