@@ -62,6 +62,16 @@ type Config struct {
 	// before it: README, "A cache nobody uses"). It needs every rank's total_kv_blocks; without
 	// them there is no discount.
 	ColdCacheShare float64
+	// EvictionMissWork caps, in the kvselect policy, the miss-work factor β applied to the
+	// eviction term: the blocks a miss evicts are recomputed on the same rank when their prefix
+	// returns, uncached work that would delay the requests sharing the rank's steps then as a
+	// miss's own work does now, so the term is priced at (1 + min(β, EvictionMissWork)) times
+	// its recompute (kvselect_eviction.go). Default 0: the recompute priced once, whatever the
+	// rank's load. At 1 (the pressure term's cap) it was better on the vLLM- and SGLang-style
+	// matrices and worse on the legacy model's overloaded agentic workload, so it is not the
+	// default (README, "An eviction's recompute priced for the requests it delays"); the
+	// simulator's kvselect-evict runs it.
+	EvictionMissWork float64
 	// KVPressureWeight prices, in the kvselect policy, the blocks by which a placement would
 	// overflow a rank's KV cache with pinned blocks: the rank's active (booked) blocks plus the
 	// request's not yet booked ones, beyond its registered total_kv_blocks. A vLLM-style worker
@@ -236,6 +246,7 @@ func (c *Config) Validate() error {
 		{"miss_work_weight", c.MissWorkWeight},
 		{"eviction_weight", c.EvictionWeight},
 		{"cold_cache_share", c.ColdCacheShare},
+		{"eviction_miss_work", c.EvictionMissWork},
 		{"kv_pressure_weight", c.KVPressureWeight},
 		{"decode_context_weight", c.DecodeContextWeight},
 	}

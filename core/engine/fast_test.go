@@ -396,6 +396,8 @@ func differentialConfigs() map[string]func(*Config) {
 		// above 1 (the saturation is then scanned; kvselect_partition.go).
 		"kvselect_odd_miss_work":  func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 0.3 },
 		"kvselect_high_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 2.5 },
+		// The eviction priced for the requests its recompute delays (not dyadic either).
+		"kvselect_evict_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.EvictionMissWork = 0.7 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

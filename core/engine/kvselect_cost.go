@@ -28,6 +28,7 @@ import (
 //	                (cold_cache_share · the mean's)): a cache few requests have used lately
 //	                holds stale blocks (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
+//	                  ·(1 + min(β, eviction_miss_work))   (default 0; kvselect_eviction.go)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits, priced at the
@@ -288,7 +289,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	if occ > 0 {
 		// The blocks it stores, not the prefill's fixed overhead or its reading of the cached
 		// context, are what evicts.
-		c += float64(float64(w.eviction*occ) * (fresh - sp.C))
+		c += float64(float64(float64(w.eviction*occ)*(fresh-sp.C)) * (1 + min(beta, w.evictionMiss)))
 	}
 	if invCap > 0 {
 		c += k.pressureMS(active, booked, invCap, float64((1+min(beta, 1))*sp.B))

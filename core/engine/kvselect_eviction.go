@@ -29,6 +29,16 @@ package engine
 // window pays none, so misses refill it and its heat comes back to the mean. A rank serving a
 // hot prompt's hits stores little but is in use, and is not discounted. The discount needs every
 // rank's total_kv_blocks (the window); without them, or before any booking, there is none.
+//
+// The evicted blocks are recomputed on this rank when their prefix returns, and that recompute
+// would delay the requests sharing the rank's steps then, as a miss's own work delays β now.
+// eviction_miss_work (Config.EvictionMissWork) prices that: the term times (1 + min(β, cap)).
+// It is off by default. At cap 1 (the pressure term's, whose overflow is as much a guess) it was
+// better on both 8B engine models' matrices (seeds 42 and 7: cells above 1.25× the best rival
+// 4 → 2 and 10 → 4, passing 98 → 102 and 105 → 112) and worse on the legacy model's overloaded
+// agentic workload (median over 25 runs 0.76× → 1.51× SGLang's router, one trace 2.72×, which
+// fails TestNoCollapseUnderOverload; hit rates held, one rank's mean TTFT was 4.8 s against
+// 1.0–2.2 s on the others). README, "An eviction's recompute priced for the requests it delays".
 
 // entriesOf returns, per candidate of p (tracker ordinal), the blocks the rank holds in the
 // index: all zeros unless the kvselect policy's eviction term is on. The slice is scratch,

@@ -110,7 +110,7 @@ func TestHotPrefixSpreads(t *testing.T) {
 // about its sessions' contexts, so every session moved off its cache recomputes ~88K tokens and
 // the run is chaotic: one seed says little. Over the shape's seeds 1–5 kvselect's default keeps
 // most of the reuse on every one, its mean TTFT within 2× of the best baseline's on every one
-// and within 1.25× in geometric mean (0.95×: 1.30, 0.62, 0.69, 0.81, 1.73× — SGLang's router,
+// and within 1.25× in geometric mean (0.97×: 1.30, 0.62, 0.73, 0.83, 1.73× — SGLang's router,
 // which never moves a session, the best baseline on each; with β capped at 1, the default
 // before, 1.06, 1.99, 0.59, 1.27 and 3.34×, geometric mean 1.39×, would fail; README, "Valuing
 // reuse under load").

@@ -23,3 +23,13 @@ func KVSelectCentralConfig() engine.Config {
 	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed, c.ColdCacheShare = 0, false, true, 0
 	return c
 }
+
+// KVSelectEvictConfig is the default with engine.Config's EvictionMissWork 1: the blocks a miss
+// evicts priced at (1 + min(β, 1)) times their recompute, as the pressure term prices its
+// overflow. Measured and not adopted (README, "An eviction's recompute priced for the requests
+// it delays").
+func KVSelectEvictConfig() engine.Config {
+	c := KVSelectConfig()
+	c.EvictionMissWork = 1
+	return c
+}

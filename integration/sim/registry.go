@@ -21,11 +21,13 @@ import (
 //	                kvselect-previous the default before the cold-cache discount
 //	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
-//	                partition's central learned speed (KVSelectCentralConfig)
+//	                partition's central learned speed (KVSelectCentralConfig), kvselect-evict
+//	                the default with an eviction's recompute priced for the requests it
+//	                delays (KVSelectEvictConfig; measured, not adopted)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -46,7 +48,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -59,6 +61,8 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectPreviousConfig()
 		case "kvselect-central":
 			ec = KVSelectCentralConfig()
+		case "kvselect-evict":
+			ec = KVSelectEvictConfig()
 		}
 		res, _, err := RunEngine(name, ec, cfg, reqs)
 		return res, err
