@@ -7,20 +7,17 @@ import (
 	"github.com/kvselect/kvselect/kvwire"
 )
 
-// coldFleet registers workers 1 and 2 (total_kv_blocks 20) on a kvselect engine with
+// coldFleet is a capacityFleet (kvselect_pressure_test.go) on a kvselect engine with
 // cold_cache_share share (the pressure and decode terms and speed learning off, to isolate the
-// eviction term), fills worker 1's cache with 16 blocks and worker 2's with 12 through KV events,
-// then books and finishes work of new tokens pinned to the workers in hot (each booking stores
-// blocks there, and leaves no load behind).
+// eviction term) that fills worker 1's cache with 16 blocks and worker 2's with 12 through KV
+// events, then books and finishes work of new tokens pinned to the workers in hot (each booking
+// stores blocks there, and leaves no load behind).
 func coldFleet(t *testing.T, share float64, hot ...uint64) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
 	cfg.ColdCacheShare, cfg.KVPressureWeight, cfg.DecodeContextWeight = share, 0, 0
 	cfg.FixedPrefillModel = true // completions at booking time would teach absurd speeds
-	e := newEngine(t, &cfg)
-	for id := uint64(1); id <= 2; id++ {
-		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
-	}
+	e := capacityFleet(t, &cfg)
 	store(t, e, kvwire.Owner{Worker: 1}, toks(1, 64))
 	store(t, e, kvwire.Owner{Worker: 2}, toks(1000, 48))
 	for i, w := range hot {

@@ -6,24 +6,28 @@ import (
 	"github.com/kvselect/kvselect/kvwire"
 )
 
-// pressureFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20) on a kvselect engine
-// with kv_pressure_weight w (the eviction and decode terms off, to isolate it), caches 4 blocks of want's prompt on worker 1, and books there a
-// running (prefill complete) request of 19 other blocks: worker 1 holds the prefix but has room
-// for 1 more pinned block, worker 2 is empty.
+// capacityFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20 each) on an engine
+// with cfg: the fixture of the kvselect terms that need a registered capacity.
+func capacityFleet(t *testing.T, cfg *Config) *Engine {
+	t.Helper()
+	e := newEngine(t, cfg)
+	for id := uint64(1); id <= 2; id++ {
+		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
+	}
+	return e
+}
+
+// pressureFleet is a capacityFleet on a kvselect engine with kv_pressure_weight w (the eviction
+// and decode terms off, to isolate it) that caches 4 blocks of want's prompt on worker 1 and
+// books there a running (prefill complete) request of 19 other blocks: worker 1 holds the
+// prefix but has room for 1 more pinned block, worker 2 is empty.
 func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
 	cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeContextWeight = w, 0, 0
-	e := newEngine(t, &cfg)
-	for id := uint64(1); id <= 2; id++ {
-		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
-	}
+	e := capacityFleet(t, &cfg)
 	store(t, e, kvwire.Owner{Worker: 1}, want[:16])
-	run := selReq("running", toks(90_000, 76))
-	run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
-	if _, err := e.SelectAndReserve(run, t0); err != nil {
-		t.Fatal(err)
-	}
+	pinned(t, e, "running", 1, toks(90_000, 76), t0)
 	noErr(t, e.PrefillCompleteAt("running", t0))
 	return e
 }
