@@ -31,6 +31,11 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		}
 	}
 	pick, draw, elig := f.pick, f.draw, f.mask
+	var away []bool
+	if st, ok := newStickiness(w.stickShare, &sel.norm, p.blockSize); ok && draw {
+		away = f.awayMask(p, st, elig)
+		sel.stuck = away != nil
+	}
 	for i := range cost {
 		prefill, active, requests, pending, squares := tr.CountersAt(i)
 		o := &ov[i]
@@ -50,7 +55,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		}
 		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, tr.CrossAt(i), pending, requests, active, invCap, invBudget)
 		cost[i] = c
-		if draw && (elig == nil || elig[i]) {
+		if draw && (elig == nil || elig[i]) && (away == nil || !away[i]) {
 			pick.offer(i, c)
 		}
 	}
