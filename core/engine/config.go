@@ -64,9 +64,9 @@ type Config struct {
 	ColdCacheShare float64
 	// CacheStickShare is the kvselect policy's cache stickiness (kvselect_stick.go): when some
 	// eligible rank holds at least this share of a request's prompt blocks, the request goes to
-	// one that does, by cost, unless a rank outside them is idle with KV room for it. Default
-	// 0.5 (SGLang's cache_threshold); 0 turns the rule off (the default before it: README,
-	// "Cache stickiness").
+	// one that does, by cost, or to a rank with KV room for it that is idle or 1.5 times
+	// cheaper. Default 0.3 (SGLang's cache_threshold); 0 turns the rule off (the default before
+	// it: README, "Cache stickiness").
 	CacheStickShare float64
 	// EvictionMissWork caps, in the kvselect policy, the miss-work factor β applied to the
 	// eviction term: the blocks a miss evicts are recomputed on the same rank when their prefix
@@ -197,7 +197,7 @@ func DefaultConfig() Config {
 		MissWorkWeight:           4,
 		EvictionWeight:           1,
 		ColdCacheShare:           0.5,
-		CacheStickShare:          0.5,
+		CacheStickShare:          0.3,
 		KVPressureWeight:         1,
 		DecodeContextWeight:      1e-3,
 		RobustKVSelect:           true,
