@@ -62,6 +62,12 @@ type Config struct {
 	// before it: README, "A cache nobody uses"). It needs every rank's total_kv_blocks; without
 	// them there is no discount.
 	ColdCacheShare float64
+	// CacheStickShare is the kvselect policy's cache stickiness (kvselect_stick.go): when some
+	// eligible rank holds at least this share of a request's prompt blocks, the request goes to
+	// one that does, by cost, or to a rank with KV room for it that is idle or 1.5 times
+	// cheaper. Default 0.3 (SGLang's cache_threshold); 0 turns the rule off (the default before
+	// it: README, "Cache stickiness").
+	CacheStickShare float64
 	// EvictionMissWork caps, in the kvselect policy, the miss-work factor β applied to the
 	// eviction term: the blocks a miss evicts are recomputed on the same rank when their prefix
 	// returns, uncached work that would delay the requests sharing the rank's steps then as a
@@ -191,6 +197,7 @@ func DefaultConfig() Config {
 		MissWorkWeight:           4,
 		EvictionWeight:           1,
 		ColdCacheShare:           0.5,
+		CacheStickShare:          0.3,
 		KVPressureWeight:         1,
 		DecodeContextWeight:      1e-3,
 		RobustKVSelect:           true,
@@ -262,6 +269,7 @@ func (c *Config) Validate() error {
 		{"host_cache_hit_weight", c.HostCacheHitWeight},
 		{"disk_cache_hit_weight", c.DiskCacheHitWeight},
 		{"shared_cache_multiplier", c.SharedCacheMultiplier},
+		{"cache_stick_share", c.CacheStickShare},
 	}
 	for _, f := range unit {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {

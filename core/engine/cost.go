@@ -15,14 +15,14 @@ func preferredTaintMultiplier(have map[string]struct{}, pref map[string]float32,
 	return math.Exp(-math.Tanh(sum))
 }
 
-// pick chooses among eligible candidates: arg-min with uniformly random tie-breaks at
-// temperature 0, otherwise a softmax draw over normalised costs. It returns -1 when no candidate
-// is eligible.
+// pick chooses among pickable candidates (eligible, and not away: kvselect_stick.go): arg-min
+// with uniformly random tie-breaks at temperature 0, otherwise a softmax draw over normalised
+// costs. It returns -1 when no candidate is pickable.
 func (e *Engine) pick(cs []scored, temperature float64) int {
 	if temperature <= 0 {
 		a := argmin{best: -1, rng: e.rng}
 		for i := range cs {
-			if cs[i].eligible {
+			if cs[i].pickable() {
 				a.offer(i, cs[i].cost)
 			}
 		}
@@ -35,7 +35,7 @@ func (e *Engine) pick(cs []scored, temperature float64) int {
 func (e *Engine) softmax(cs []scored, t float64) int {
 	lo, hi, n := math.Inf(1), math.Inf(-1), 0
 	for i := range cs {
-		if cs[i].eligible {
+		if cs[i].pickable() {
 			lo, hi, n = min(lo, cs[i].cost), max(hi, cs[i].cost), n+1
 		}
 	}
@@ -49,7 +49,7 @@ func (e *Engine) softmax(cs []scored, t float64) int {
 	if span == 0 || math.IsInf(span, 0) {
 		k := e.rng.IntN(n)
 		for i := range cs {
-			if cs[i].eligible {
+			if cs[i].pickable() {
 				if k == 0 {
 					return i
 				}
@@ -59,13 +59,13 @@ func (e *Engine) softmax(cs []scored, t float64) int {
 	}
 	total := 0.0
 	for i := range cs {
-		if cs[i].eligible {
+		if cs[i].pickable() {
 			total += math.Exp(-(cs[i].cost - lo) / (span * t))
 		}
 	}
 	u, acc, last := e.rng.Float64()*total, 0.0, -1
 	for i := range cs {
-		if !cs[i].eligible {
+		if !cs[i].pickable() {
 			continue
 		}
 		acc += math.Exp(-(cs[i].cost - lo) / (span * t))
@@ -76,6 +76,9 @@ func (e *Engine) softmax(cs []scored, t float64) int {
 	}
 	return last
 }
+
+// pickable reports whether the default picker may choose the candidate.
+func (s *scored) pickable() bool { return s.eligible && !s.away }
 
 // bestOf returns the cheapest eligible candidate satisfying ok (lowest index on ties), or -1.
 func bestOf(cs []scored, ok func(*scored) bool) int {

@@ -398,6 +398,10 @@ func differentialConfigs() map[string]func(*Config) {
 		"kvselect_high_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.MissWorkWeight = 2.5 },
 		// The eviction priced for the requests its recompute delays (not dyadic either).
 		"kvselect_evict_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.EvictionMissWork = 0.7 },
+		// Cache stickiness at a low share (the sticky set is most ranks holding a little) and
+		// off (the cost alone): the default's ½ is in every kvselect config above.
+		"kvselect_stick_low": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0.2 },
+		"kvselect_stick_off": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

@@ -7,7 +7,10 @@ package engine
 // for (available); NotMaxOverlap counts bookings whose chosen rank matched less than that best.
 // Achieved < available is not a defect by itself (load, session affinity and pins trade cache
 // hits for balance), but a ratio that drifts down says the cost function leaves cache on the
-// table. Counters are cumulative for the partition's lifetime.
+// table. StickyBookings counts the bookings the kvselect policy's cache stickiness kept among
+// the ranks holding at least cache_stick_share of their prompt (kvselect_stick.go): the rule
+// held, whichever of those ranks the cost then chose. Counters are cumulative for the
+// partition's lifetime.
 //
 // Each booking is counted exactly once, when it books: a /select books nothing and counts
 // nothing; its sample is measured then (the overlap it chose on) and kept in the pending entry,
@@ -17,14 +20,15 @@ type RoutingQuality struct {
 	AchievedTokens  uint64 `json:"achieved_tokens"`
 	AvailableTokens uint64 `json:"available_tokens"`
 	NotMaxOverlap   uint64 `json:"not_max_overlap"`
+	StickyBookings  uint64 `json:"sticky_bookings"`
 }
 
 // qualitySample is one booking's contribution to RoutingQuality, measured on the overlap the
 // choice was made on: device-tier tokens on the chosen rank, the best over the eligible ranks,
-// and whether the chosen rank fell short of that best.
+// whether the chosen rank fell short of that best, and whether cache stickiness held.
 type qualitySample struct {
 	achieved, available uint64 // tokens
-	notMax              bool
+	notMax, sticky      bool
 }
 
 // add counts one booking.
@@ -34,6 +38,9 @@ func (q *RoutingQuality) add(s qualitySample) {
 	q.AvailableTokens += s.available
 	if s.notMax {
 		q.NotMaxOverlap++
+	}
+	if s.sticky {
+		q.StickyBookings++
 	}
 }
 
@@ -66,5 +73,5 @@ func (e *Engine) measureQuality(sel *selection) qualitySample {
 		}
 	}
 	bs := uint64(sel.p.blockSize)
-	return qualitySample{achieved: uint64(chosen) * bs, available: uint64(best) * bs, notMax: chosen < best}
+	return qualitySample{achieved: uint64(chosen) * bs, available: uint64(best) * bs, notMax: chosen < best, sticky: sel.stuck}
 }

@@ -147,6 +147,7 @@ type weights struct {
 	missWork                                                         float64      // cap of the queued-work weight of a miss (kvselect policy)
 	eviction                                                         float64      // weight of the eviction a miss causes (kvselect policy)
 	coldShare                                                        float64      // share of the mean cache heat below which a cache counts as cold (kvselect policy)
+	stickShare                                                       float64      // share of a prompt's blocks that makes a rank sticky (kvselect policy)
 	evictionMiss                                                     float64      // cap of the miss-work factor of the eviction term (kvselect policy)
 	pressure                                                         float64      // weight of the pinned-KV overflow a placement causes (kvselect policy)
 	decodeCtx                                                        float64      // decode step time per context token over prefill time per token (kvselect policy)
@@ -167,7 +168,7 @@ func weightsOf(c *Config) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
 		prior: c.defaultSpeed(), affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
-		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
+		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, stickShare: c.CacheStickShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, fixedSpeed: c.FixedPrefillModel,
 		robust:       c.RobustKVSelect,
 		centralSpeed: c.CentralPrefillSpeed,
 	}

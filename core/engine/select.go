@@ -16,7 +16,10 @@ type scored struct {
 	Candidate
 	w        *worker
 	eligible bool
-	cost     float64
+	// away marks an eligible candidate the default picker skips: outside the sticky set of the
+	// kvselect policy's cache stickiness (kvselect_stick.go, markAway).
+	away bool
+	cost float64
 	// entries is the number of blocks the rank holds in the index (the kvselect policy's
 	// eviction term; filled only when that term is on).
 	entries int32
@@ -47,6 +50,7 @@ type selection struct {
 	session string   // the session key when affinity routing applies
 	fast    bool     // chosen by chooseFast: per-rank overlap is in the fast scratch
 	elig    []bool   // fast path: the allowed_worker_ids mask (nil: every rank)
+	stuck   bool     // the kvselect policy's cache stickiness held (kvselect_stick.go)
 }
 
 // Select picks a worker without booking load (POST /select). With a selection_id, the booking
@@ -189,6 +193,11 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	if e.scoring.Picker != nil {
 		i = e.customPick(sctx, cands)
 	} else {
+		if _, kv := w.policy.(kvselectPolicy); kv {
+			if s, ok := newStickiness(w.stickShare, &norm, p.blockSize); ok {
+				sel.stuck = markAway(cands, s)
+			}
+		}
 		i = e.pick(cands, w.temperature)
 	}
 	if i < 0 {
@@ -257,7 +266,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		sc.DeviceBlocks, sc.HostExtBlocks, sc.DiskExtBlocks = o[0], o[1], o[2]+o[3]
 		sc.BookedPrefixBlocks = int(booked[i])
 		sc.Load = l
-		sc.w, sc.eligible, sc.cost = c.w, true, 0
+		sc.w, sc.eligible, sc.away, sc.cost = c.w, true, false, 0
 		sc.entries = ent[i]
 	}
 	w.policy.costs(cs, *n, p.blockSize, w)

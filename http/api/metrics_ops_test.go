@@ -137,6 +137,7 @@ func TestOperatorMetrics(t *testing.T) {
 		`kvselect_routing_available_overlap_tokens_total{model_name="default",routing_group="default"}`: "32",
 		`kvselect_routing_achieved_overlap_tokens_total{model_name="default",routing_group="default"}`:  "24",
 		`kvselect_routing_not_max_overlap_total{model_name="default",routing_group="default"}`:          "1",
+		`kvselect_routing_sticky_total{model_name="default",routing_group="default"}`:                   "0",
 		`kvselect_aibrix_decisions_total{outcome="Selected"}`:                                           "1",
 		`kvselect_aibrix_decisions_total{outcome="problem"}`:                                            "1",
 		`kvselect_aibrix_decisions_total{outcome="Denied"}`:                                             "0",

@@ -18,12 +18,12 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-previous the default before the cold-cache discount
+//	                kvselect-previous the default before cache stickiness
 //	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
 //	                partition's central learned speed (KVSelectCentralConfig), kvselect-evict
-//	                the default with an eviction's recompute priced for the requests it
-//	                delays (KVSelectEvictConfig; measured, not adopted)
+//	                the default before stickiness with an eviction's recompute priced for
+//	                the requests it delays (KVSelectEvictConfig; measured, not adopted)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
