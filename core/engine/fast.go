@@ -49,7 +49,7 @@ type fastScratch struct {
 	cost    []float64
 	entries []int32         // blocks each rank holds in the index (kvselect policy's eviction term)
 	elig    []bool          // allowed_worker_ids mask (allowedMask)
-	away    []bool          // ranks outside the sticky set (awayMask, kvselect_stick.go)
+	away    []bool          // ranks cache stickiness keeps from the request (awayMask, kvselect_stick.go)
 	loads   []load.RankLoad // loads of the materialised ranks only
 	cands   []scored        // the chosen worker's ranks, or every rank when a KV hint may be built
 	// disabled forces the general path (differential tests); hits counts fast selections.

@@ -399,7 +399,7 @@ func differentialConfigs() map[string]func(*Config) {
 		// The eviction priced for the requests its recompute delays (not dyadic either).
 		"kvselect_evict_miss_work": func(c *Config) { *c = KVSelectDefaults(); c.EvictionMissWork = 0.7 },
 		// Cache stickiness at a low share (the sticky set is most ranks holding a little) and
-		// off (the cost alone): the default's ½ is in every kvselect config above.
+		// off (the cost alone): the default's 0.3 is in every kvselect config above.
 		"kvselect_stick_low": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0.2 },
 		"kvselect_stick_off": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending

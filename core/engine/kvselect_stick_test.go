@@ -145,10 +145,8 @@ func TestStickinessRule(t *testing.T) {
 			t.Errorf("takes(%v, %v, %d, %d) = %v, want %v", c.cost, c.best, c.pending, c.active, got, c.want)
 		}
 	}
-	for _, share := range []float64{0} {
-		if _, ok := newStickiness(share, &n, 4); ok {
-			t.Errorf("share %v: a rule", share)
-		}
+	if _, ok := newStickiness(0, &n, 4); ok {
+		t.Error("share 0: a rule")
 	}
 	if _, ok := newStickiness(0.5, &normalized{}, 4); ok {
 		t.Error("empty prompt: a rule")

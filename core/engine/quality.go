@@ -7,10 +7,9 @@ package engine
 // for (available); NotMaxOverlap counts bookings whose chosen rank matched less than that best.
 // Achieved < available is not a defect by itself (load, session affinity and pins trade cache
 // hits for balance), but a ratio that drifts down says the cost function leaves cache on the
-// table. StickyBookings counts the bookings the kvselect policy's cache stickiness kept among
-// the ranks holding at least cache_stick_share of their prompt (kvselect_stick.go): the rule
-// held, whichever of those ranks the cost then chose. Counters are cumulative for the
-// partition's lifetime.
+// table. StickyBookings counts the bookings from which the kvselect policy's cache stickiness
+// kept at least one eligible rank (kvselect_stick.go), wherever the cost then placed them.
+// Counters are cumulative for the partition's lifetime.
 //
 // Each booking is counted exactly once, when it books: a /select books nothing and counts
 // nothing; its sample is measured then (the overlap it chose on) and kept in the pending entry,
@@ -25,7 +24,8 @@ type RoutingQuality struct {
 
 // qualitySample is one booking's contribution to RoutingQuality, measured on the overlap the
 // choice was made on: device-tier tokens on the chosen rank, the best over the eligible ranks,
-// whether the chosen rank fell short of that best, and whether cache stickiness held.
+// whether the chosen rank fell short of that best, and whether cache stickiness kept a rank
+// from it.
 type qualitySample struct {
 	achieved, available uint64 // tokens
 	notMax, sticky      bool

@@ -16,7 +16,7 @@ type scored struct {
 	Candidate
 	w        *worker
 	eligible bool
-	// away marks an eligible candidate the default picker skips: outside the sticky set of the
+	// away marks an eligible candidate the default picker skips: kept from the request by the
 	// kvselect policy's cache stickiness (kvselect_stick.go, markAway).
 	away bool
 	cost float64
@@ -50,7 +50,7 @@ type selection struct {
 	session string   // the session key when affinity routing applies
 	fast    bool     // chosen by chooseFast: per-rank overlap is in the fast scratch
 	elig    []bool   // fast path: the allowed_worker_ids mask (nil: every rank)
-	stuck   bool     // the kvselect policy's cache stickiness held (kvselect_stick.go)
+	stuck   bool     // the kvselect policy's cache stickiness kept a rank away (kvselect_stick.go)
 }
 
 // Select picks a worker without booking load (POST /select). With a selection_id, the booking

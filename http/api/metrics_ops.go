@@ -20,7 +20,7 @@ var (
 	descQAchieved  = prometheus.NewDesc("kvselect_routing_achieved_overlap_tokens_total", "Device-tier prefix tokens matched on the chosen rank, summed over bookings.", []string{"model_name", "routing_group"}, nil)
 	descQAvailable = prometheus.NewDesc("kvselect_routing_available_overlap_tokens_total", "Best device-tier prefix match on any eligible rank, in tokens, summed over bookings.", []string{"model_name", "routing_group"}, nil)
 	descQNotMax    = prometheus.NewDesc("kvselect_routing_not_max_overlap_total", "Bookings whose chosen rank matched fewer prefix tokens than the best eligible rank.", []string{"model_name", "routing_group"}, nil)
-	descQSticky    = prometheus.NewDesc("kvselect_routing_sticky_total", "Bookings the kvselect policy's cache stickiness kept among the ranks holding at least cache_stick_share of their prompt.", []string{"model_name", "routing_group"}, nil)
+	descQSticky    = prometheus.NewDesc("kvselect_routing_sticky_total", "Bookings from which the kvselect policy's cache stickiness kept at least one eligible rank.", []string{"model_name", "routing_group"}, nil)
 	descQueueHist  = prometheus.NewDesc("kvselect_router_queue_wait_seconds", "Time dispatched requests waited in the router queue.", nil, nil)
 	descWFOwned    = prometheus.NewDesc("kvselect_workers_file_workers", "Workers owned by --workers-file.", nil, nil)
 	descWFApplied  = prometheus.NewDesc("kvselect_workers_file_snapshots_total", "Workers-file snapshots by outcome (applied, apply_failed, parse_error).", []string{"outcome"}, nil)

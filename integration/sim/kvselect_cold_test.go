@@ -55,8 +55,7 @@ func TestColdCacheIsRefilled(t *testing.T) {
 		return res, s.n
 	}
 	on, onN := run(KVSelectConfig())
-	// Off is the default of the time without the discount: cache stickiness came later (with
-	// it, and no discount, this cell is 829 ms at a hit rate of 65 %).
+	// Off is the default of the time without the discount; cache stickiness came later.
 	noDiscount := KVSelectPreviousConfig()
 	noDiscount.ColdCacheShare = 0
 	off, offN := run(noDiscount)
