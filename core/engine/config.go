@@ -104,8 +104,8 @@ type Config struct {
 	// what paged attention does — vLLM's and SGLang's default kernels read each request's whole
 	// KV every step, shared prefix included — and what the simulator's engine models time;
 	// kernels that read a common prefix once for the batch (cascade or shared-prefix attention)
-	// are closer to once. Default false; true is the default before (README, "Decode reads a
-	// shared prefix once per request").
+	// are closer to once. Default false; true is the default before (README, "Shared prefixes
+	// read per running request").
 	DecodeSharedPrefixOnce bool
 	// RobustKVSelect selects, in the kvselect policy, the rules measured in README ("Robustness
 	// matrix"): each rank's learned speed is priced against the partition's consensus

@@ -27,7 +27,8 @@ package engine
 // few ranks whose steps were several times slower (load CV 0.70 against Dynamo's 0.09, mean
 // TTFT 1.19× Dynamo's on the SGLang-style model at sysprompt-onehot/s2, tight caches, 1×).
 // Config.DecodeSharedPrefixOnce restores the count once, for engines whose kernels read a
-// shared prefix once for the batch (README, "Decode reads a shared prefix once per request").//
+// shared prefix once for the batch (README, "Shared prefixes read per running request").
+//
 // Why κ. A prefill's attention to its cached context and a decode's reads of its running
 // context are the same attention over the same KV: an engine that pays for one pays for the
 // other, and one timed by new tokens only pays for neither (the Dynamo mocker's polynomial,
