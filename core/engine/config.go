@@ -98,6 +98,15 @@ type Config struct {
 	// shares those engines learn in the simulator (1.16 and 0.45) the default 1e-3 gives
 	// 1.2e-3 and 4.5e-4. 0 turns the term off.
 	DecodeContextWeight float64
+	// DecodeSharedPrefixOnce makes the kvselect policy's decode term count a prompt prefix shared
+	// by several running requests of a rank once (its active blocks, as the pressure term counts
+	// pinned memory) instead of once per request (load.RankLoad.ContextTokens). Per request is
+	// what paged attention does — vLLM's and SGLang's default kernels read each request's whole
+	// KV every step, shared prefix included — and what the simulator's engine models time;
+	// kernels that read a common prefix once for the batch (cascade or shared-prefix attention)
+	// are closer to once. Default false; true is the default before (README, "Shared prefixes
+	// read per running request").
+	DecodeSharedPrefixOnce bool
 	// RobustKVSelect selects, in the kvselect policy, the rules measured in README ("Robustness
 	// matrix"): each rank's learned speed is priced against the partition's consensus
 	// (kvselect_speed.go) instead of within 2× of the prior, and β is per rank

@@ -402,6 +402,8 @@ func differentialConfigs() map[string]func(*Config) {
 		// off (the cost alone): the default's 0.3 is in every kvselect config above.
 		"kvselect_stick_low": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0.2 },
 		"kvselect_stick_off": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0 },
+		// The decode term reading a shared prefix once (its active blocks), not per request.
+		"kvselect_decode_once": func(c *Config) { *c = KVSelectDefaults(); c.DecodeSharedPrefixOnce = true },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

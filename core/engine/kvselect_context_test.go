@@ -18,7 +18,7 @@ func TestCostPricesCachedContext(t *testing.T) {
 		w.prior.K = k
 		terms := newKVSelectTerms(&normalized{isl: isl}, bs, w)
 		terms.observeRank(PrefillModel{}, 1)
-		return terms.costOf(cachedBlocks, 0, 0, 0, 0, PrefillModel{}, 3000, 3000*3000, cross, 1, 1, 0, 0, 0)
+		return terms.costOf(cachedBlocks, 0, 0, 0, 0, PrefillModel{}, 3000, 3000*3000, cross, 1, 1, 0, 0, 0, 0)
 	}
 	k := 2 * cfg.PrefillModelA
 	const cross = 3000 * 20_000 // the pending prefill: 3,000 tokens after 20K cached
@@ -49,7 +49,7 @@ func TestCostPricesLearnedContextInBand(t *testing.T) {
 		sp.K = k
 		terms := newKVSelectTerms(&normalized{isl: isl}, bs, weightsOf(&cfg))
 		terms.observeRank(sp, 0)
-		return terms.costOf(8192/bs, 0, 0, 0, 0, sp, 0, 0, 0, 0, 1, 0, 0, 0)
+		return terms.costOf(8192/bs, 0, 0, 0, 0, sp, 0, 0, 0, 0, 1, 0, 0, 0, 0)
 	}
 	k := 1.5 * 0.8 * 2 * prior.A // the rank's factor × share 0.8 × kRef
 	want := (0.8 * 2 * prior.A) * 800 * 8192

@@ -100,7 +100,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		invBudget = s.w.invBatchBudget()
 	}
 	return k.costOf(s.DeviceBlocks, s.HostExtBlocks, s.DiskExtBlocks, s.BookedPrefixBlocks, occ, l.Speed,
-		l.ActivePrefillTokens, l.PrefillSquares, l.PrefillCross, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, invCap, invBudget)
+		l.ActivePrefillTokens, l.PrefillSquares, l.PrefillCross, l.PendingPrefills, l.ActiveRequests, l.ActiveBlocks, l.ContextTokens, invCap, invBudget)
 }
 
 // speedDeadband is the factor within which a rank's learned speed is priced as its reference
@@ -264,11 +264,12 @@ func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) fl
 
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
 // occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
-// and count of pending prefills, active requests and active blocks, and 1/total_kv_blocks (0 =
+// and count of pending prefills, active requests, active blocks and booked context tokens
+// (load.RankLoad.ContextTokens), and 1/total_kv_blocks (0 =
 // unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
 // term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
-func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active uint64, invCap, invBudget float64) float64 {
+func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active, contexts uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)
 	device := float64(max(dev, int32(booked)))
@@ -295,7 +296,11 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 		c += k.pressureMS(active, booked, invCap, float64((1+min(beta, 1))*sp.B))
 	}
 	if w.decodeCtx > 0 {
-		c += k.decodeMS(active, prefill, k.isl-cached, invBudget, float64(load.ContextShareOf(sp)*sp.B)) // κ·B
+		read := float64(contexts)
+		if w.decodeOnce {
+			read = float64(k.bs * float64(active))
+		}
+		c += k.decodeMS(read, prefill, k.isl-cached, invBudget, float64(load.ContextShareOf(sp)*sp.B)) // κ·B
 	}
 	return c
 }

@@ -9,13 +9,25 @@ package engine
 //
 // The term is the context read over the steps the request waits for:
 //
-//	context  = active_blocks · block_size − active_prefill_tokens   (tokens; its booked contexts
-//	           less the prefill not yet computed — the router's own bookings, no worker report)
+//	context  = booked_context − active_prefill_tokens   (tokens: the prompt tokens of the rank's
+//	           live bookings, a prefix shared by n of them counted n times, less the prefill not
+//	           yet computed — the router's own bookings, no worker report)
 //	steps    = 1 + (active_prefill_tokens + uncached) / max_num_batched_tokens
 //	decode   = decode_context_weight · κ · B · context · steps
 //	           (ms; B the rank's per-token cost, κ the partition's context share)
 //
 // A worker that did not register max_num_batched_tokens counts one step.
+//
+// Why per request. Paged attention reads each running request's KV every step, a prompt prefix
+// it shares with other requests included (vLLM's and SGLang's default kernels; the simulator's
+// engines time decode by the summed context of the batch), so a rank running 100 requests on
+// one 20K-token system prompt reads 2M tokens a step while pinning 20K. The term counted the
+// rank's active blocks, each shared block once, until the sysprompt-onehot workloads showed the
+// cost of that: such a rank looked as cheap as an idle one, the hottest prompt stayed on a
+// few ranks whose steps were several times slower (load CV 0.70 against Dynamo's 0.09, mean
+// TTFT 1.19× Dynamo's on the SGLang-style model at sysprompt-onehot/s2, tight caches, 1×).
+// Config.DecodeSharedPrefixOnce restores the count once, for engines whose kernels read a
+// shared prefix once for the batch (README, "Shared prefixes read per running request").
 //
 // Why κ. A prefill's attention to its cached context and a decode's reads of its running
 // context are the same attention over the same KV: an engine that pays for one pays for the
@@ -39,11 +51,13 @@ func (w *worker) invBatchBudget() float64 {
 	return 0
 }
 
-// decodeMS is the decode term of one rank: active its active blocks, prefill its active prefill
-// tokens, uncached the request's uncached tokens there, invBudget 1/max_num_batched_tokens (0 =
-// one step), perTokenMS κ times its priced B.
-func (k *kvselectTerms) decodeMS(active, prefill uint64, uncached, invBudget, perTokenMS float64) float64 {
-	ctx := float64(k.bs*float64(active)) - float64(prefill)
+// decodeMS is the decode term of one rank: read the context tokens its bookings' decodes read
+// every step (load.RankLoad.ContextTokens; its active blocks' tokens with
+// Config.DecodeSharedPrefixOnce), prefill its active prefill tokens, uncached the request's
+// uncached tokens there, invBudget 1/max_num_batched_tokens (0 = one step), perTokenMS κ times
+// its priced B.
+func (k *kvselectTerms) decodeMS(read float64, prefill uint64, uncached, invBudget, perTokenMS float64) float64 {
+	ctx := read - float64(prefill)
 	if !(k.w.decodeCtx > 0) || !(ctx > 0) {
 		return 0
 	}

@@ -19,7 +19,7 @@ func TestEvictionMissWork(t *testing.T) {
 		k := newKVSelectTerms(&normalized{isl: isl}, 16, w)
 		k.observeRank(w.prior, pending)
 		for _, o := range []float64{occ, 0} {
-			c := k.costOf(0, 0, 0, 0, o, w.prior, 1000, 1000*1000, 0, pending, pending, 0, 0, 0)
+			c := k.costOf(0, 0, 0, 0, o, w.prior, 1000, 1000*1000, 0, pending, pending, 0, 0, 0, 0)
 			if o > 0 {
 				withOcc = c
 			} else {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/kvselect/kvselect/kvwire"
@@ -83,19 +84,19 @@ func TestPressureTerm(t *testing.T) {
 // context.
 func TestDecodeTerm(t *testing.T) {
 	k := kvselectTerms{w: weights{decodeCtx: 0.5}, bs: 4}
-	// 10 blocks = 40 tokens, 8 of them not yet prefilled: 32 context tokens; (8 + 8) / 16 = 1
-	// step beyond the first.
-	if got, want := k.decodeMS(10, 8, 8, 1.0/16, 2), 0.5*2*32*2.0; got != want {
+	// 40 context tokens booked, 8 of them not yet prefilled: 32 read; (8 + 8) / 16 = 1 step
+	// beyond the first.
+	if got, want := k.decodeMS(40, 8, 8, 1.0/16, 2), 0.5*2*32*2.0; got != want {
 		t.Errorf("decodeMS = %v, want %v", got, want)
 	}
-	if got, want := k.decodeMS(10, 8, 8, 0, 2), 0.5*2*32*1.0; got != want {
+	if got, want := k.decodeMS(40, 8, 8, 0, 2), 0.5*2*32*1.0; got != want {
 		t.Errorf("unknown budget: decodeMS = %v, want %v (one step)", got, want)
 	}
-	if got := k.decodeMS(2, 8, 8, 1.0/16, 2); got != 0 {
+	if got := k.decodeMS(8, 8, 8, 1.0/16, 2); got != 0 {
 		t.Errorf("no context: %v", got)
 	}
 	k.w.decodeCtx = 0
-	if got := k.decodeMS(10, 8, 8, 1.0/16, 2); got != 0 {
+	if got := k.decodeMS(40, 8, 8, 1.0/16, 2); got != 0 {
 		t.Errorf("weight 0: %v", got)
 	}
 }
@@ -131,6 +132,47 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 			t.Errorf("decode_context_weight %v at κ %v: %d of 40 on the busy rank, want 0", c.w, c.kappa, onBusy)
 		} else if !on && (onBusy == 0 || onBusy == 40) {
 			t.Errorf("decode term off (weight %v, κ %v): %d of 40 on the busy rank, want a draw between tied ranks", c.w, c.kappa, onBusy)
+		}
+	}
+}
+
+// TestDecodeTermReadsSharedPrefixPerRequest: rank 1 runs six requests of one 1,000-token
+// prompt (1,000 tokens pinned, 6,000 read every decode step), rank 2 one request of a
+// 2,000-token prompt (2,000 pinned and read). Per request (the default) rank 1 reads more and
+// every new request goes to rank 2; with DecodeSharedPrefixOnce the shared prompt counts once,
+// rank 1 reads less and every request goes there.
+func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
+	for _, once := range []bool{false, true} {
+		cfg := KVSelectDefaults()
+		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce = 0, 0, once
+		cfg.PrefillModelK = 2 * cfg.PrefillModelA // κ = 1 (load.ContextShareOf)
+		e := newEngine(t, &cfg)
+		for id := uint64(1); id <= 2; id++ {
+			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
+		}
+		book := func(id string, worker uint64, prompt []uint32) {
+			t.Helper()
+			r := selReq(id, prompt)
+			r.PinnedWorker = &PinnedWorker{WorkerID: ptr(worker), DPRank: ptr(uint32(0))}
+			if _, err := e.SelectAndReserve(r, t0); err != nil {
+				t.Fatal(err)
+			}
+			noErr(t, e.PrefillCompleteAt(id, t0))
+		}
+		for i := range 6 {
+			book(fmt.Sprintf("shared-%d", i), 1, toks(500_000, 1000))
+		}
+		book("long", 2, toks(700_000, 2000))
+		on1 := 0
+		for i := range 20 {
+			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
+			noErr(t, err)
+			if r.WorkerID == 1 {
+				on1++
+			}
+		}
+		if want := map[bool]int{false: 0, true: 20}[once]; on1 != want {
+			t.Errorf("DecodeSharedPrefixOnce %v: %d of 20 on the shared-prefix rank, want %d", once, on1, want)
 		}
 	}
 }

@@ -105,8 +105,8 @@ func TestPressureBetaWithinOne(t *testing.T) {
 	k.observeRank(load.SpeedModel{}, 3)
 	sp := load.SpeedModel{B: 0.5}
 	// 19 active blocks + 8 of the request's − 20 capacity = 7 blocks over, 28 tokens.
-	withRoom := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 0, 0)
-	full := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 1.0/20, 0)
+	withRoom := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 0, 0, 0)
+	full := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 3, 0, 19, 0, 1.0/20, 0)
 	if got, want := full-withRoom, (1+1)*0.5*28.0; got != want {
 		t.Errorf("pressure at 3 pending = %v ms, want %v ((1 + 1) × B × 28 tokens)", got, want)
 	}

@@ -56,7 +56,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		if decode {
 			invBudget = p.cands[i].invBudget
 		}
-		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, tr.CrossAt(i), pending, requests, active, invCap, invBudget)
+		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, tr.CrossAt(i), pending, requests, active, tr.ContextTokensAt(i), invCap, invBudget)
 		cost[i] = c
 		if offer && (elig == nil || elig[i]) {
 			pick.offer(i, c)

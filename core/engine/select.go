@@ -257,6 +257,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		l.PrefillCross = p.tracker.CrossAt(i)
 		l.Speed = p.tracker.SpeedAt(i)
 		l.CacheHeat = p.tracker.CacheHeatAt(i)
+		l.ContextTokens = p.tracker.ContextTokensAt(i)
 		c, o, sc := &p.cands[i], &ov[i], &cs[i]
 		sc.Owner = p.owners[i]
 		sc.Worker = nil

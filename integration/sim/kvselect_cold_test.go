@@ -56,7 +56,7 @@ func TestColdCacheIsRefilled(t *testing.T) {
 	}
 	on, onN := run(KVSelectConfig())
 	// Off is the default of the time without the discount; cache stickiness came later.
-	noDiscount := KVSelectPreviousConfig()
+	noDiscount := KVSelectNoStickConfig()
 	noDiscount.ColdCacheShare = 0
 	off, offN := run(noDiscount)
 	t.Logf("discount on: mean %.0f ms, hit %.3f, requests per worker %v; off: mean %.0f ms, hit %.3f, %v",

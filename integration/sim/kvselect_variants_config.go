@@ -2,12 +2,22 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPreviousConfig is kvselect's default before cache stickiness (engine.Config's
-// CacheStickShare 0: the cost alone decides where a mostly cached prompt goes): the "previous
-// default" of README and cmd/kvselect-matrix/results. (Until stickiness it was the default
-// before the cold-cache discount, ColdCacheShare 0: README at 0ea8f4c.)
+// KVSelectPreviousConfig is kvselect's default before the decode term counted a shared prefix
+// once per running request (engine.Config's DecodeSharedPrefixOnce: once per rank): the
+// "previous default" of README and cmd/kvselect-matrix/results.
+// (Until then it was the default before cache stickiness, CacheStickShare 0: README at
+// e42ea8a; before that the default before the cold-cache discount: README at 0ea8f4c.)
 func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
+	c.DecodeSharedPrefixOnce = true
+	return c
+}
+
+// KVSelectNoStickConfig is the default before cache stickiness (CacheStickShare 0, and the
+// decode term counting a shared prefix once, as it then did): kvselect-previous until the
+// decode term's change, the base of kvselect-evict and of the cold-cache test's "off".
+func KVSelectNoStickConfig() engine.Config {
+	c := KVSelectPreviousConfig()
 	c.CacheStickShare = 0
 	return c
 }
@@ -29,7 +39,7 @@ func KVSelectCentralConfig() engine.Config {
 // recompute, as the pressure term prices its overflow. Measured and not adopted (README, "An
 // eviction's recompute priced for the requests it delays").
 func KVSelectEvictConfig() engine.Config {
-	c := KVSelectPreviousConfig()
+	c := KVSelectNoStickConfig()
 	c.EvictionMissWork = 1
 	return c
 }

@@ -43,6 +43,7 @@ type bookingRec struct {
 	admitted int64
 	prefill  uint64 // outstanding prefill tokens (0 once complete)
 	ctx      uint64 // context tokens before them (Booking.ContextTokens)
+	prompt   uint64 // prompt tokens at admission, capped: its share of ownerState.contexts
 	// Output blocks: outOne blocks of weight 1 appended since the last decay
 	// call, and outDecayed blocks of weight outW each.
 	outOne     uint64
@@ -85,12 +86,14 @@ func (t *Tracker) Add(b Booking) error {
 		t.books = append(t.books, bookingRec{})
 	}
 	st = &t.owners[slot]
+	prompt := promptTokens(b.PrefillTokens, b.ContextTokens)
 	t.books[bi] = bookingRec{
 		id:       b.ID,
 		hashes:   b.Hashes,
 		admitted: b.AdmittedAt,
 		prefill:  b.PrefillTokens,
 		ctx:      b.ContextTokens,
+		prompt:   prompt,
 		expected: b.ExpectedOutputTokens,
 		slot:     slot,
 		ownerPos: uint32(len(st.bookings)),
@@ -101,6 +104,7 @@ func (t *Tracker) Add(b Booking) error {
 	st.startStretch(b.PrefillTokens, b.AdmittedAt)
 	t.heatBook(st, b.ContextTokens, b.PrefillTokens)
 	st.prefill += b.PrefillTokens
+	st.contexts += prompt
 	if b.PrefillTokens > 0 {
 		if st.pending == 0 {
 			t.busy++
@@ -148,6 +152,10 @@ func square(tokens uint64) uint64 {
 	t := min(tokens, sqCap)
 	return t * t
 }
+
+// promptTokens is a booking's share of its owner's contexts: its prefill and cached context
+// tokens, each capped at sqCap, so that no sum of fewer than 2^32 bookings overflows.
+func promptTokens(prefill, ctx uint64) uint64 { return min(prefill, sqCap) + min(ctx, sqCap) }
 
 // cross is a prefill's tokens × its cached context, each capped at sqCap.
 func cross(tokens, ctx uint64) uint64 { return min(tokens, sqCap) * min(ctx, sqCap) }
@@ -222,6 +230,7 @@ func (t *Tracker) free(bi uint32) {
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
 	t.dropPrefill(st, r.prefill, r.ctx)
+	st.contexts -= r.prompt
 	st.weight -= r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 	t.release(r.slot, r.tail)
 

@@ -49,6 +49,7 @@ func (t *Tracker) checkInvariants() error {
 	type key struct{ node, slot uint32 }
 	refs := map[key]uint32{}
 	prefill := map[uint32]uint64{}
+	contexts := map[uint32]uint64{}
 	weight := map[uint32]uint64{}
 	count := map[uint32]int{}
 	live := 0
@@ -66,6 +67,7 @@ func (t *Tracker) checkInvariants() error {
 			return fmt.Errorf("booking %q owner list position wrong", r.id)
 		}
 		prefill[r.slot] += r.prefill
+		contexts[r.slot] += r.prompt
 		weight[r.slot] += r.outOne*WeightUnit + r.outDecayed*uint64(r.outW)
 		count[r.slot]++
 		var path []uint64
@@ -143,6 +145,9 @@ func (t *Tracker) checkInvariants() error {
 
 	for _, s := range t.order {
 		st := &t.owners[s]
+		if st.contexts != contexts[s] {
+			return fmt.Errorf("owner %v: contexts %d, bookings sum to %d", st.id, st.contexts, contexts[s])
+		}
 		if st.prefill != prefill[s] || st.weight != weight[s] || len(st.bookings) != count[s] {
 			return fmt.Errorf("owner %+v: prefill %d weight %d requests %d, want %d %d %d",
 				st.id, st.prefill, st.weight, len(st.bookings), prefill[s], weight[s], count[s])

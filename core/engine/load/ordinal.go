@@ -116,3 +116,12 @@ func (t *Tracker) CrossAt(i int) uint64 {
 	}
 	return t.owners[t.order[i]].cross
 }
+
+// ContextTokensAt is the ContextTokens of the owner at ordinal i (RankLoad.ContextTokens), 0 out
+// of range. O(1).
+func (t *Tracker) ContextTokensAt(i int) uint64 {
+	if uint(i) >= uint(len(t.order)) {
+		return 0
+	}
+	return t.owners[t.order[i]].contexts
+}

@@ -82,7 +82,7 @@ func checkOrdinals(h *harness, want []RankLoad, dst []uint32, nonEmpty *int) ([]
 			return dst, fmt.Errorf("LoadAt(%d) = %+v, reference %+v", i, got, w)
 		}
 		prefill, blocks, requests, pending, squares := tr.CountersAt(i)
-		if got := (RankLoad{w.Owner, prefill, blocks, requests, pending, squares, tr.CrossAt(i), tr.SpeedAt(i), tr.CacheHeatAt(i)}); got != w {
+		if got := (RankLoad{w.Owner, prefill, blocks, requests, pending, squares, tr.CrossAt(i), tr.SpeedAt(i), tr.CacheHeatAt(i), tr.ContextTokensAt(i)}); got != w {
 			return dst, fmt.Errorf("CountersAt(%d) = %+v, reference %+v", i, got, w)
 		}
 	}

@@ -33,6 +33,11 @@ type RankLoad struct {
 	// common scale (heat.go): comparable with other owners' read at the same moment, nothing
 	// else; 0 with heat tracking off.
 	CacheHeat float64
+	// ContextTokens is the sum over the owner's live bookings of their prompt tokens
+	// (PrefillTokens + ContextTokens at booking, each capped at 2^31), a prefix shared by
+	// several of them counted once per booking: the context their decode attention reads
+	// every step, where ActiveBlocks counts a shared block once (the memory it pins).
+	ContextTokens uint64
 }
 
 // ownerState is the per-owner aggregate. Slots are indices into
@@ -58,6 +63,8 @@ type ownerState struct {
 	speed speedState
 	// heat is the owner's cache heat in the tracker's common scale (heat.go).
 	heat float64
+	// contexts sums the live bookings' prompt tokens (bookingRec.prompt; RankLoad.ContextTokens).
+	contexts uint64
 }
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
@@ -76,7 +83,7 @@ func (t *Tracker) AddOwner(o kvwire.Owner) {
 		t.ord = append(t.ord, 0)
 	}
 	st := &t.owners[slot]
-	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross, st.heat = o, true, 0, 0, 0, 0, 0, 0
+	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross, st.heat, st.contexts = o, true, 0, 0, 0, 0, 0, 0, 0
 	st.bookings = st.bookings[:0]
 	st.speed = speedState{}
 	st.speed.est.reset(t.defaultSpeed, t.ctx.kappa)
@@ -169,7 +176,7 @@ func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	st := &t.owners[slot]
 	d.Owner, d.ActivePrefillTokens, d.ActiveBlocks = st.id, st.prefill, roundBlocks(st.weight)
 	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
-	d.PrefillCross = st.cross
+	d.PrefillCross, d.ContextTokens = st.cross, st.contexts
 	d.Speed = st.speed.est.cur
 	d.CacheHeat = 0
 	if t.heatW > 0 {

@@ -36,7 +36,7 @@ func mustCheck(t *testing.T, tr *Tracker) {
 func wantLoad(t *testing.T, tr *Tracker, o kvwire.Owner, prefill, blocks uint64, requests int) {
 	t.Helper()
 	got := tr.Load(o)
-	got.PendingPrefills, got.PrefillSquares = 0, 0 // checked by TestPrefillQueueAggregates and the reference
+	got.PendingPrefills, got.PrefillSquares, got.ContextTokens = 0, 0, 0 // checked by TestPrefillQueueAggregates and the reference
 	want := RankLoad{Owner: o, ActivePrefillTokens: prefill, ActiveBlocks: blocks, ActiveRequests: requests}
 	if got != want {
 		t.Fatalf("Load(%v) = %+v, want %+v", o, got, want)
