@@ -110,10 +110,7 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 		cfg := KVSelectDefaults()
 		cfg.DecodeContextWeight, cfg.KVPressureWeight = c.w, 0
 		cfg.PrefillModelK = c.kappa * 2 * cfg.PrefillModelA // the prior share (load.ContextShareOf)
-		e := newEngine(t, &cfg)
-		for id := uint64(1); id <= 2; id++ {
-			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
-		}
+		e := twoBudgetedRanks(t, &cfg)
 		run := selReq("running", toks(90_000, 4000))
 		run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
 		if _, err := e.SelectAndReserve(run, t0); err != nil {
@@ -146,10 +143,7 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 		cfg := KVSelectDefaults()
 		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce = 0, 0, once
 		cfg.PrefillModelK = 2 * cfg.PrefillModelA // κ = 1 (load.ContextShareOf)
-		e := newEngine(t, &cfg)
-		for id := uint64(1); id <= 2; id++ {
-			mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
-		}
+		e := twoBudgetedRanks(t, &cfg)
 		book := func(id string, worker uint64, prompt []uint32) {
 			t.Helper()
 			r := selReq(id, prompt)
@@ -175,4 +169,15 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 			t.Errorf("DecodeSharedPrefixOnce %v: %d of 20 on the shared-prefix rank, want %d", once, on1, want)
 		}
 	}
+}
+
+// twoBudgetedRanks is an engine at cfg with workers 1 and 2 registered, each with a batch
+// budget of 64 tokens (the decode term's steps).
+func twoBudgetedRanks(t *testing.T, cfg *Config) *Engine {
+	t.Helper()
+	e := newEngine(t, cfg)
+	for id := uint64(1); id <= 2; id++ {
+		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
+	}
+	return e
 }

@@ -49,14 +49,14 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 				occ *= k.coldFactor(tr.CacheHeatAt(i))
 			}
 		}
-		invCap, invBudget := 0.0, 0.0
+		invCap, invBudget, contexts := 0.0, 0.0, uint64(0)
 		if pressure {
 			invCap = p.cands[i].invCap
 		}
 		if decode {
-			invBudget = p.cands[i].invBudget
+			invBudget, contexts = p.cands[i].invBudget, tr.ContextTokensAt(i)
 		}
-		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, tr.CrossAt(i), pending, requests, active, tr.ContextTokensAt(i), invCap, invBudget)
+		c := k.costOf(o[0], o[1], o[2]+o[3], int(booked[i]), occ, tr.SpeedAt(i), prefill, squares, tr.CrossAt(i), pending, requests, active, contexts, invCap, invBudget)
 		cost[i] = c
 		if offer && (elig == nil || elig[i]) {
 			pick.offer(i, c)
