@@ -7,15 +7,22 @@ import (
 	"github.com/kvselect/kvselect/kvwire"
 )
 
-// capacityFleet registers workers 1 and 2 (block size 4, total_kv_blocks 20 each) on an engine
-// with cfg: the fixture of the kvselect terms that need a registered capacity.
-func capacityFleet(t *testing.T, cfg *Config) *Engine {
+// twoRankFleet registers workers 1 and 2 (block size 4), each spec changed by with, on an engine
+// with cfg.
+func twoRankFleet(t *testing.T, cfg *Config, with func(*WorkerSpec)) *Engine {
 	t.Helper()
 	e := newEngine(t, cfg)
 	for id := uint64(1); id <= 2; id++ {
-		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) }))
+		mustUpsert(t, e, spec(id, with))
 	}
 	return e
+}
+
+// capacityFleet is a twoRankFleet with total_kv_blocks 20 each: the fixture of the kvselect
+// terms that need a registered capacity.
+func capacityFleet(t *testing.T, cfg *Config) *Engine {
+	t.Helper()
+	return twoRankFleet(t, cfg, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) })
 }
 
 // pressureFleet is a capacityFleet on a kvselect engine with kv_pressure_weight w (the eviction
@@ -110,7 +117,7 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 		cfg := KVSelectDefaults()
 		cfg.DecodeContextWeight, cfg.KVPressureWeight = c.w, 0
 		cfg.PrefillModelK = c.kappa * 2 * cfg.PrefillModelA // the prior share (load.ContextShareOf)
-		e := twoBudgetedRanks(t, &cfg)
+		e := budgetFleet(t, &cfg)
 		run := selReq("running", toks(90_000, 4000))
 		run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
 		if _, err := e.SelectAndReserve(run, t0); err != nil {
@@ -143,7 +150,7 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 		cfg := KVSelectDefaults()
 		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce = 0, 0, once
 		cfg.PrefillModelK = 2 * cfg.PrefillModelA // κ = 1 (load.ContextShareOf)
-		e := twoBudgetedRanks(t, &cfg)
+		e := budgetFleet(t, &cfg)
 		book := func(id string, worker uint64, prompt []uint32) {
 			t.Helper()
 			r := selReq(id, prompt)
@@ -171,13 +178,8 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 	}
 }
 
-// twoBudgetedRanks is an engine at cfg with workers 1 and 2 registered, each with a batch
-// budget of 64 tokens (the decode term's steps).
-func twoBudgetedRanks(t *testing.T, cfg *Config) *Engine {
+// budgetFleet is a twoRankFleet with max_num_batched_tokens 64 each (the decode term's steps).
+func budgetFleet(t *testing.T, cfg *Config) *Engine {
 	t.Helper()
-	e := newEngine(t, cfg)
-	for id := uint64(1); id <= 2; id++ {
-		mustUpsert(t, e, spec(id, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) }))
-	}
-	return e
+	return twoRankFleet(t, cfg, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) })
 }
