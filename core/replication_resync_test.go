@@ -109,8 +109,12 @@ func TestResyncAfterOutage(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	port := serverPort(t, srv)
-	a := startReplica(t, url, "a", "b")
-	b := startReplica(t, url, "b", "a")
+	// The dead-peer rule off (an hour): at the default interval a long outage on a loaded
+	// machine expires A on B, which then releases "before" and fails the count during the
+	// outage — the resync, not the dead-peer rule, is under test here.
+	slow := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
+	a := startReplicaWith(t, url, "a", slow, "b")
+	b := startReplicaWith(t, url, "b", slow, "a")
 	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
 
 	book(t, a, "before", 1)
