@@ -28,10 +28,13 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // prompt's prefill (ignoring its quadratic part) and about 9 ms at the per-token cost the
 // simulator's vLLM-style 8B workers learn.
 //
-// Measured (README, "Live requests priced"): on both 8B matrices of cmd/kvselect-matrix, 128,
-// 256 and 512 tokens, and fixed weights of 4 and 10 ms, each moved the same way (more cells
-// within the bar, fewer above 1.25×, lower geometric-mean ratios), most on the no-reuse,
-// shared-system-prompt and tight-cache cells; 256 is the middle of that plateau, not a fit.
+// Measured (README, "Live requests priced"): on both 8B matrices of cmd/kvselect-matrix at
+// seed 42, 256 and 512 tokens at the rank's speed and fixed weights of 4 and 10 ms per request
+// each moved the same way against the term off (more cells within the bar, fewer above 1.25×,
+// lower geometric-mean ratios; 117 → 123 of 215 cells pass at 256 tokens, 5 → 2 above 1.25×),
+// most on the no-reuse, hot-system-prompt and mixed cells. 256 is on that plateau, not a fit;
+// in tokens at the rank's speed it carries to a faster or slower model, which a fixed number of
+// milliseconds would not.
 //
 // A rank's requests are priced at its priced model (kvselectTerms.price), so ranks within the
 // consensus band are priced alike and a rank genuinely slower pays more per request.
