@@ -98,6 +98,13 @@ type Config struct {
 	// shares those engines learn in the simulator (1.16 and 0.45) the default 1e-3 gives
 	// 1.2e-3 and 4.5e-4. 0 turns the term off.
 	DecodeContextWeight float64
+	// ActiveRequestTokens prices, in the kvselect policy, each live booking on a rank (running or
+	// waiting for its first token, this replica's and its peers') as this many prefill tokens at
+	// the rank's priced per-token cost B: the decode slot and KV it holds until it finishes, for
+	// a time the router cannot see (kvselect_requests.go). Default 256 (README, "Live requests
+	// priced"); 0 turns it off (the behaviour before). Dynamo's decode_active_request_weight
+	// (DecodeActiveRequestWeight, a fixed cost per request) is separate and still applies.
+	ActiveRequestTokens float64
 	// DecodeSharedPrefixOnce makes the kvselect policy's decode term count a prompt prefix shared
 	// by several running requests of a rank once (its active blocks, as the pressure term counts
 	// pinned memory) instead of once per request (load.RankLoad.ContextTokens). Per request is
@@ -209,6 +216,7 @@ func DefaultConfig() Config {
 		CacheStickShare:          0.3,
 		KVPressureWeight:         1,
 		DecodeContextWeight:      1e-3,
+		ActiveRequestTokens:      256,
 		RobustKVSelect:           true,
 		LearnContextCost:         true,
 		OverlapScoreCredit:       1.0,
@@ -265,6 +273,7 @@ func (c *Config) Validate() error {
 		{"eviction_miss_work", c.EvictionMissWork},
 		{"kv_pressure_weight", c.KVPressureWeight},
 		{"decode_context_weight", c.DecodeContextWeight},
+		{"active_request_tokens", c.ActiveRequestTokens},
 	}
 	for _, f := range nonNeg {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

@@ -404,6 +404,9 @@ func differentialConfigs() map[string]func(*Config) {
 		"kvselect_stick_off": func(c *Config) { *c = KVSelectDefaults(); c.CacheStickShare = 0 },
 		// The decode term reading a shared prefix once (its active blocks), not per request.
 		"kvselect_decode_once": func(c *Config) { *c = KVSelectDefaults(); c.DecodeSharedPrefixOnce = true },
+		// The live-request term at a weight that is not dyadic, and off.
+		"kvselect_odd_requests": func(c *Config) { *c = KVSelectDefaults(); c.ActiveRequestTokens = 37.3 },
+		"kvselect_requests_off": func(c *Config) { *c = KVSelectDefaults(); c.ActiveRequestTokens = 0 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

@@ -25,14 +25,14 @@ func capacityFleet(t *testing.T, cfg *Config) *Engine {
 	return twoRankFleet(t, cfg, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20)) })
 }
 
-// pressureFleet is a capacityFleet on a kvselect engine with kv_pressure_weight w (the eviction
-// and decode terms off, to isolate it) that caches 4 blocks of want's prompt on worker 1 and
-// books there a running (prefill complete) request of 19 other blocks: worker 1 holds the
-// prefix but has room for 1 more pinned block, worker 2 is empty.
+// pressureFleet is a capacityFleet on a kvselect engine with kv_pressure_weight w (the
+// eviction, decode and live-request terms off, to isolate it) that caches 4 blocks of want's
+// prompt on worker 1 and books there a running (prefill complete) request of 19 other blocks:
+// worker 1 holds the prefix but has room for 1 more pinned block, worker 2 is empty.
 func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
-	cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeContextWeight = w, 0, 0
+	cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeContextWeight, cfg.ActiveRequestTokens = w, 0, 0, 0
 	e := capacityFleet(t, &cfg)
 	store(t, e, kvwire.Owner{Worker: 1}, want[:16])
 	pinned(t, e, "running", 1, toks(90_000, 76), t0)
@@ -115,7 +115,7 @@ func TestDecodeTerm(t *testing.T) {
 func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 	for _, c := range []struct{ w, kappa float64 }{{0, 1}, {1e-3, 0}, {1e-3, 1}} {
 		cfg := KVSelectDefaults()
-		cfg.DecodeContextWeight, cfg.KVPressureWeight = c.w, 0
+		cfg.DecodeContextWeight, cfg.KVPressureWeight, cfg.ActiveRequestTokens = c.w, 0, 0
 		cfg.PrefillModelK = c.kappa * 2 * cfg.PrefillModelA // the prior share (load.ContextShareOf)
 		e := budgetFleet(t, &cfg)
 		run := selReq("running", toks(90_000, 4000))
@@ -148,7 +148,7 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 	for _, once := range []bool{false, true} {
 		cfg := KVSelectDefaults()
-		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce = 0, 0, once
+		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce, cfg.ActiveRequestTokens = 0, 0, once, 0
 		cfg.PrefillModelK = 2 * cfg.PrefillModelA // κ = 1 (load.ContextShareOf)
 		e := budgetFleet(t, &cfg)
 		book := func(id string, worker uint64, prompt []uint32) {

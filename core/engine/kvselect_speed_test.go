@@ -124,7 +124,7 @@ func TestPressureBetaWithinOne(t *testing.T) {
 func TestHotPrefixReplicatesOnIdleRank(t *testing.T) {
 	for _, robust := range []bool{false, true} {
 		cfg := KVSelectDefaults()
-		cfg.EvictionWeight, cfg.KVPressureWeight, cfg.RobustKVSelect = 0, 0, robust
+		cfg.EvictionWeight, cfg.KVPressureWeight, cfg.RobustKVSelect, cfg.ActiveRequestTokens = 0, 0, robust, 0
 		if got := hotPrefixWorker(t, &cfg); (got == 1) == robust {
 			t.Errorf("RobustKVSelect %v: worker %d (1 = the prefix's saturated rank)", robust, got)
 		}

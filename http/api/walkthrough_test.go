@@ -40,7 +40,8 @@ type walkStep struct {
 }
 
 // walkthroughSteps is the scenario: three workers, a Ray select-then-reserve flow, an EPP
-// select_and_reserve that hits the cached prefix, lifecycle reports and inspection.
+// select_and_reserve of the conversation's next turn that hits the cached prefix, lifecycle
+// reports and inspection.
 func walkthroughSteps() []walkStep {
 	promptA := tokens(0, 32) // two full blocks of 16
 	promptB := tokens(0, 48) // promptA plus one block
@@ -72,10 +73,12 @@ func walkthroughSteps() []walkStep {
 			"POST", "/reservations/select-123/prefill_complete", `{}`, 200},
 		{"", "", "POST", "/reservations/select-123/output_block", `{}`, 200},
 		{"", "", "GET", "/loads?model_name=model", "", 200},
+		{"", "The request finishes and the worker frees it: the rank's load is back to zero. With KV events off its prompt stays in the index until `DYN_ROUTER_TTL_SECS`, as the worker's cache would keep it.",
+			"DELETE", "/reservations/select-123", "", 200},
 
 		{"Endpoint picker: select and reserve atomically", "`/select_and_reserve` books in the same call and echoes the booking inputs; " +
 			"without a `selection_id` it generates a UUID v4. `sequence_hashes` are signed 64-bit integers. " +
-			"With KV events off, bookings feed the index, so this prompt, which extends the first one, finds its first 32 tokens cached.",
+			"With KV events off, bookings feed the index, so this prompt, the conversation's next turn (it extends the first one), finds its first 32 tokens cached.",
 			"POST", "/select_and_reserve", `{"model_name":"model","token_ids":` + promptB + `}`, 200},
 		{"", "Booking the same id again conflicts.",
 			"POST", "/select_and_reserve", `{"selection_id":"{id}","model_name":"model","token_ids":` + promptB + `}`, 409},
@@ -87,9 +90,8 @@ func walkthroughSteps() []walkStep {
 		{"", "Projected load of every rank if it received the prompt.",
 			"POST", "/potential_loads", `{"model_name":"model","token_ids":` + promptB + `}`, 200},
 
-		{"Finish", "Freeing both bookings returns every rank to zero load.",
-			"DELETE", "/reservations/select-123", "", 200},
-		{"", "", "POST", "/reservations/{id}/prefill_complete", `{}`, 200},
+		{"Finish", "Freeing the second booking returns every rank to zero load.",
+			"POST", "/reservations/{id}/prefill_complete", `{}`, 200},
 		{"", "", "DELETE", "/reservations/{id}", "", 200},
 		{"", "", "GET", "/loads?model_name=model", "", 200},
 		{"", "Lifecycle calls for a freed id are 404.", "DELETE", "/reservations/{id}", "", 404},

@@ -2,35 +2,38 @@ package sim
 
 import "github.com/kvselect/kvselect/core/engine"
 
-// KVSelectPreviousConfig is kvselect's default before the decode term counted a shared prefix
-// once per running request (engine.Config's DecodeSharedPrefixOnce: once per rank): the
+// KVSelectPreviousConfig is kvselect's default before the live-request term
+// (engine.Config's ActiveRequestTokens 0: a rank's live bookings priced at nothing): the
 // "previous default" of README and cmd/kvselect-matrix/results.
-// (Until then it was the default before cache stickiness, CacheStickShare 0: README at
-// e42ea8a; before that the default before the cold-cache discount: README at 0ea8f4c.)
+// (Until then it was the default before the decode term counted a shared prefix per running
+// request, DecodeSharedPrefixOnce: README at fbef50a; before that the default before cache
+// stickiness, CacheStickShare 0: README at e42ea8a; before that the default before the
+// cold-cache discount: README at 0ea8f4c.)
 func KVSelectPreviousConfig() engine.Config {
 	c := KVSelectConfig()
-	c.DecodeSharedPrefixOnce = true
+	c.ActiveRequestTokens = 0
 	return c
 }
 
-// KVSelectNoStickConfig is the default before cache stickiness (CacheStickShare 0, and the
-// decode term counting a shared prefix once, as it then did): kvselect-previous until the
-// decode term's change, the base of kvselect-evict and of the cold-cache test's "off".
+// KVSelectNoStickConfig is the default before cache stickiness (CacheStickShare 0, the decode
+// term counting a shared prefix once and no live-request term, as it then was): the base of
+// kvselect-evict and of the cold-cache test's "off".
 func KVSelectNoStickConfig() engine.Config {
-	c := KVSelectPreviousConfig()
-	c.CacheStickShare = 0
+	c := KVSelectConfig()
+	c.CacheStickShare, c.DecodeSharedPrefixOnce, c.ActiveRequestTokens = 0, true, 0
 	return c
 }
 
 // KVSelectCentralConfig is the default before RobustKVSelect and the pressure term (learned
 // speed priced within 2× of a reference, β the partition's mean pending prefills capped at 1,
-// no pressure, context or decode term) with identical ranks priced at the partition's central
-// learned speed (engine.Config.CentralPrefillSpeed): README, "Learned worker speed".
+// no pressure, context, decode or live-request term) with identical ranks priced at the
+// partition's central learned speed (engine.Config.CentralPrefillSpeed): README, "Learned
+// worker speed".
 func KVSelectCentralConfig() engine.Config {
 	c := KVSelectConfig()
 	c.LearnContextCost, c.DecodeContextWeight, c.MissWorkWeight = false, 0, 1
 	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed, c.ColdCacheShare = 0, false, true, 0
-	c.CacheStickShare = 0
+	c.CacheStickShare, c.ActiveRequestTokens = 0, 0
 	return c
 }
 

@@ -18,8 +18,8 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-previous the default before the decode term counted a
-//	                shared prefix per request (KVSelectPreviousConfig), kvselect-central the one before consensus speed
+//	                kvselect-previous the default before the live-request term
+//	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
 //	                partition's central learned speed (KVSelectCentralConfig), kvselect-evict
 //	                the default before stickiness with an eviction's recompute priced for
