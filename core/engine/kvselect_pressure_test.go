@@ -118,20 +118,8 @@ func TestDecodeTermSpreadsOffABusyRank(t *testing.T) {
 		cfg.DecodeContextWeight, cfg.KVPressureWeight, cfg.ActiveRequestTokens = c.w, 0, 0
 		cfg.PrefillModelK = c.kappa * 2 * cfg.PrefillModelA // the prior share (load.ContextShareOf)
 		e := budgetFleet(t, &cfg)
-		run := selReq("running", toks(90_000, 4000))
-		run.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
-		if _, err := e.SelectAndReserve(run, t0); err != nil {
-			t.Fatal(err)
-		}
-		noErr(t, e.PrefillCompleteAt("running", t0))
-		onBusy := 0
-		for i := range 40 {
-			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
-			noErr(t, err)
-			if r.WorkerID == 1 {
-				onBusy++
-			}
-		}
+		runningOn(t, e, "running", 1, toks(90_000, 4000))
+		onBusy := selectionsOn(t, e, 1, 40)
 		if on := c.w > 0 && c.kappa > 0; on && onBusy != 0 {
 			t.Errorf("decode_context_weight %v at κ %v: %d of 40 on the busy rank, want 0", c.w, c.kappa, onBusy)
 		} else if !on && (onBusy == 0 || onBusy == 40) {
@@ -151,27 +139,11 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 		cfg.KVPressureWeight, cfg.EvictionWeight, cfg.DecodeSharedPrefixOnce, cfg.ActiveRequestTokens = 0, 0, once, 0
 		cfg.PrefillModelK = 2 * cfg.PrefillModelA // κ = 1 (load.ContextShareOf)
 		e := budgetFleet(t, &cfg)
-		book := func(id string, worker uint64, prompt []uint32) {
-			t.Helper()
-			r := selReq(id, prompt)
-			r.PinnedWorker = &PinnedWorker{WorkerID: ptr(worker), DPRank: ptr(uint32(0))}
-			if _, err := e.SelectAndReserve(r, t0); err != nil {
-				t.Fatal(err)
-			}
-			noErr(t, e.PrefillCompleteAt(id, t0))
-		}
 		for i := range 6 {
-			book(fmt.Sprintf("shared-%d", i), 1, toks(500_000, 1000))
+			runningOn(t, e, fmt.Sprintf("shared-%d", i), 1, toks(500_000, 1000))
 		}
-		book("long", 2, toks(700_000, 2000))
-		on1 := 0
-		for i := range 20 {
-			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
-			noErr(t, err)
-			if r.WorkerID == 1 {
-				on1++
-			}
-		}
+		runningOn(t, e, "long", 2, toks(700_000, 2000))
+		on1 := selectionsOn(t, e, 1, 20)
 		if want := map[bool]int{false: 0, true: 20}[once]; on1 != want {
 			t.Errorf("DecodeSharedPrefixOnce %v: %d of 20 on the shared-prefix rank, want %d", once, on1, want)
 		}
@@ -182,4 +154,31 @@ func TestDecodeTermReadsSharedPrefixPerRequest(t *testing.T) {
 func budgetFleet(t *testing.T, cfg *Config) *Engine {
 	t.Helper()
 	return twoRankFleet(t, cfg, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(64)) })
+}
+
+// runningOn books prompt as id on worker's rank 0 and completes its prefill: a running request
+// (its context read by decodes, its prefill no longer queued).
+func runningOn(t *testing.T, e *Engine, id string, worker uint64, prompt []uint32) {
+	t.Helper()
+	r := selReq(id, prompt)
+	r.PinnedWorker = &PinnedWorker{WorkerID: ptr(worker), DPRank: ptr(uint32(0))}
+	if _, err := e.SelectAndReserve(r, t0); err != nil {
+		t.Fatal(err)
+	}
+	noErr(t, e.PrefillCompleteAt(id, t0))
+}
+
+// selectionsOn counts how many of n query-only selections of fresh 16-token prompts go to
+// worker.
+func selectionsOn(t *testing.T, e *Engine, worker uint64, n int) int {
+	t.Helper()
+	on := 0
+	for i := range n {
+		r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
+		noErr(t, err)
+		if r.WorkerID == worker {
+			on++
+		}
+	}
+	return on
 }

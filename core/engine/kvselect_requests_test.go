@@ -38,22 +38,9 @@ func TestLiveRequestsSpreadOffABusyRank(t *testing.T) {
 		cfg.KVPressureWeight, cfg.DecodeContextWeight, cfg.ActiveRequestTokens = 0, 0, tokens
 		e := twoRankFleet(t, &cfg, func(*WorkerSpec) {})
 		for i := range 8 {
-			id := fmt.Sprintf("running-%d", i)
-			r := selReq(id, toks(90_000+100*i, 16))
-			r.PinnedWorker = &PinnedWorker{WorkerID: ptr(uint64(1)), DPRank: ptr(uint32(0))}
-			if _, err := e.SelectAndReserve(r, t0); err != nil {
-				t.Fatal(err)
-			}
-			noErr(t, e.PrefillCompleteAt(id, t0))
+			runningOn(t, e, fmt.Sprintf("running-%d", i), 1, toks(90_000+100*i, 16))
 		}
-		onBusy := 0
-		for i := range 40 {
-			r, err := e.Select(selReq("", toks(1000*i, 16)), t0)
-			noErr(t, err)
-			if r.WorkerID == 1 {
-				onBusy++
-			}
-		}
+		onBusy := selectionsOn(t, e, 1, 40)
 		if tokens > 0 && onBusy != 0 {
 			t.Errorf("active_request_tokens %v: %d of 40 on the busy rank, want 0", tokens, onBusy)
 		} else if tokens == 0 && (onBusy == 0 || onBusy == 40) {
