@@ -54,9 +54,8 @@ func TestDeadPeerReleasedAndReadmitted(t *testing.T) {
 // released at once, without waiting for the dead-peer interval.
 func TestLeavingPeerReleased(t *testing.T) {
 	srv := natstest.RunServer(t)
-	slow := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
-	a := startReplicaWith(t, srv.ClientURL(), "a", slow, "b")
-	b := startReplicaWith(t, srv.ClientURL(), "b", slow, "a")
+	a := startReplicaWith(t, srv.ClientURL(), "a", noDeadPeer, "b")
+	b := startReplicaWith(t, srv.ClientURL(), "b", noDeadPeer, "a")
 	waitMembers(t, a, 1)
 	book(t, b, "b-0", 0)
 	waitActive(t, a, 1)

@@ -38,6 +38,10 @@ func startReplica(t testing.TB, url, id string, peers ...string) *replica {
 	return startReplicaWith(t, url, id, nil, peers...)
 }
 
+// noDeadPeer is a startReplicaWith hook that holds the dead-peer rule off (an hour): for tests
+// of another repair path whose outage, on a loaded machine, can outlast the default interval.
+func noDeadPeer(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
+
 // startReplicaWith is startReplica with a hook to adjust the replication config.
 func startReplicaWith(t testing.TB, url, id string, edit func(*ReplicationConfig), peers ...string) *replica {
 	t.Helper()

@@ -157,9 +157,8 @@ func TestLiveSetReleasesUnlistedBookings(t *testing.T) {
 func TestLiveSetRepairsFreeLostInOutage(t *testing.T) {
 	srv := natstest.RunServer(t)
 	port := serverPort(t, srv)
-	slow := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
-	a := startReplicaWith(t, srv.ClientURL(), "a", slow, "b")
-	b := startReplicaWith(t, srv.ClientURL(), "b", slow, "a")
+	a := startReplicaWith(t, srv.ClientURL(), "a", noDeadPeer, "b")
+	b := startReplicaWith(t, srv.ClientURL(), "b", noDeadPeer, "a")
 	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
 	book(t, a, "keep", 1)
 	book(t, a, "lost", 2)

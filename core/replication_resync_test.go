@@ -112,9 +112,8 @@ func TestResyncAfterOutage(t *testing.T) {
 	// The dead-peer rule off (an hour): at the default interval a long outage on a loaded
 	// machine expires A on B, which then releases "before" and fails the count during the
 	// outage — the resync, not the dead-peer rule, is under test here.
-	slow := func(rc *ReplicationConfig) { rc.Bus.DeadAfter = time.Hour }
-	a := startReplicaWith(t, url, "a", slow, "b")
-	b := startReplicaWith(t, url, "b", slow, "a")
+	a := startReplicaWith(t, url, "a", noDeadPeer, "b")
+	b := startReplicaWith(t, url, "b", noDeadPeer, "a")
 	natstest.WaitInterestCount(t, srv, "kvselect.v1.resync.lifecycle", 2)
 
 	book(t, a, "before", 1)

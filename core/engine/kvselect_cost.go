@@ -33,10 +33,10 @@ import (
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
 //	                + decode (running contexts read every step it waits, priced at the
 //	                  partition's context share: zero where context is free; kvselect_decode.go)
-//	                + active_request_tokens·B·active_requests   (each live booking's decode slot
-//	                  and KV, for a time the router cannot see; kvselect_requests.go)
+//	                + (request_w + active_request_tokens·B)·active_requests   (each live
+//	                  booking's decode slot and KV, for a time the router cannot see;
+//	                  kvselect_requests.go)
 //	                − affinity·B·cached / (1 + queue_ms/affinity_queue_ms)
-//	                + request_w·active_requests
 //
 // queue_ms + own is the request's own time to first token on the rank. The other charges are its
 // externalities, the reason a TTFT-greedy router collapses under load:
@@ -281,10 +281,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	fresh := sp.MS(k.isl - cached)                              // the uncached tokens' own work
 	own := fresh + float64(float64(sp.K*(k.isl-cached))*cached) // and their attention to the cached ones (WorkMS)
 	beta := k.betaAt(pending)
-	c := queue + float64((1+beta)*own) + float64(w.reqWeight*float64(requests))
-	if w.reqTokens > 0 {
-		c += k.requestsMS(sp, requests)
-	}
+	c := queue + float64((1+beta)*own) + k.requestsMS(sp, requests)
 	if w.affinity > 0 {
 		pull := w.affinity * sp.B * cached
 		if w.affinityQueue > 0 {

@@ -4,11 +4,12 @@ import "github.com/kvselect/kvselect/core/engine/load"
 
 // The live-request term of the kvselect policy (kvselect_cost.go):
 //
-//	requests = active_request_tokens · B · active_requests
+//	requests = (request_w + active_request_tokens · B) · active_requests
 //
 // (ms; B the rank's priced per-token prefill cost, active_requests its live bookings — running
-// or waiting for their first token, this replica's and its peers' — and active_request_tokens
-// 256 by default, Config.ActiveRequestTokens.)
+// or waiting for their first token, this replica's and its peers' — active_request_tokens
+// 256 by default, Config.ActiveRequestTokens, and request_w Dynamo's
+// decode_active_request_weight, 0 by default.)
 //
 // Why. Every other term prices work the router can see: the prefills it booked (queue), the
 // prompt's own prefill and what it costs others (β, eviction), pinned KV beyond a registered
@@ -39,7 +40,10 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // A rank's requests are priced at its priced model (kvselectTerms.price), so ranks within the
 // consensus band are priced alike and a rank genuinely slower pays more per request.
 
-// requestsMS is the live-request term of a rank with requests live bookings priced at sp.
+// requestsMS is the price of a rank's requests live bookings at its priced model sp: this term
+// plus Dynamo's fixed decode_active_request_weight (request_w), the one place the cost counts
+// live requests. With either weight 0 it is bit for bit the other alone.
 func (k *kvselectTerms) requestsMS(sp load.SpeedModel, requests int) float64 {
-	return float64(float64(k.w.reqTokens*sp.B) * float64(requests))
+	perRequest := k.w.reqWeight + float64(k.w.reqTokens*sp.B)
+	return float64(perRequest * float64(requests))
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // TestRequestsMS: the live-request term is active_request_tokens × the priced B per live
-// booking, and costOf adds exactly that (every other term held fixed).
+// booking (plus decode_active_request_weight), and costOf adds exactly that (every other term
+// held fixed).
 func TestRequestsMS(t *testing.T) {
 	prior := PrefillModel{A: 0, B: 0.5, C: 0}
 	k := kvselectTerms{w: weights{prior: prior, missWork: 4, fixedSpeed: true, robust: true, reqTokens: 256}, bs: 4, isl: 32, islBlocks: 8}
@@ -22,7 +23,11 @@ func TestRequestsMS(t *testing.T) {
 	if got, want := three-none, 256*0.5*3.0; got != want {
 		t.Errorf("costOf with 3 live bookings − with none = %v ms, want %v", got, want)
 	}
-	k.w.reqTokens = 0
+	k.w.reqWeight = 2 // Dynamo's fixed decode_active_request_weight adds to the same count
+	if got, want := k.requestsMS(sp, 3), (2+256*0.5)*3.0; got != want {
+		t.Errorf("requestsMS(3) with decode_active_request_weight 2 = %v, want %v", got, want)
+	}
+	k.w.reqTokens, k.w.reqWeight = 0, 0
 	if d := k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 0, 3, 0, 0, 0, 0) - k.costOf(0, 0, 0, 0, 0, sp, 0, 0, 0, 0, 0, 0, 0, 0, 0); d != 0 {
 		t.Errorf("active_request_tokens 0: live bookings cost %v ms, want 0", d)
 	}

@@ -94,8 +94,8 @@ func TestContextShareLearnedInSim(t *testing.T) {
 // context, the share is learned and the term changes placements. Whether that pays is a
 // matter for the matrices, not one cell: on the 8B vLLM-style matrix at seeds 42 and 7 the
 // default passes 97 of 216 cells, without the term 87 (README, "Valuing reuse under load");
-// on this cell the two are within 1 % (mean 176 ms, 175 without, since the term counts a
-// shared prefix once per running request).
+// on this cell the two are within 1 % (mean 144 ms either way; 176 and 175 ms before live
+// requests were priced).
 func TestDecodeTermFollowsContextShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four full simulations")

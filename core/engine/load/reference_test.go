@@ -33,7 +33,7 @@ type refBooking struct {
 	owner    kvwire.Owner
 	hashes   []uint64
 	prefill  uint64
-	prompt   uint64 // PrefillTokens at admission (prefill drops to 0 at completion)
+	prefillAtAdmit uint64 // PrefillTokens at admission (prefill drops to 0 at completion)
 	ctx      uint64
 	outputs  []uint64 // weight of each output block
 	admitted int64
@@ -98,7 +98,7 @@ func (r *refTracker) add(b Booking) error {
 	}
 	ow.prefill += b.PrefillTokens
 	r.bookings[b.ID] = &refBooking{id: b.ID, owner: b.Owner, hashes: slices.Clone(b.Hashes),
-		prefill: b.PrefillTokens, prompt: b.PrefillTokens, ctx: b.ContextTokens, admitted: b.AdmittedAt}
+		prefill: b.PrefillTokens, prefillAtAdmit: b.PrefillTokens, ctx: b.ContextTokens, admitted: b.AdmittedAt}
 	return nil
 }
 
@@ -192,7 +192,7 @@ func (r *refTracker) load(o kvwire.Owner) RankLoad {
 	for _, b := range r.bookings {
 		if b.owner == o {
 			n++
-			contexts += min(b.prompt, 1<<31) + min(b.ctx, 1<<31)
+			contexts += min(b.prefillAtAdmit, 1<<31) + min(b.ctx, 1<<31)
 			if b.prefill > 0 {
 				pending++
 				t := min(b.prefill, 1<<31)
