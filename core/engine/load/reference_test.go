@@ -29,14 +29,14 @@ type refBlock struct {
 }
 
 type refBooking struct {
-	id       string
-	owner    kvwire.Owner
-	hashes   []uint64
-	prefill  uint64
+	id             string
+	owner          kvwire.Owner
+	hashes         []uint64
+	prefill        uint64
 	prefillAtAdmit uint64 // PrefillTokens at admission (prefill drops to 0 at completion)
-	ctx      uint64
-	outputs  []uint64 // weight of each output block
-	admitted int64
+	ctx            uint64
+	outputs        []uint64 // weight of each output block
+	admitted       int64
 }
 
 func newRef() *refTracker {
