@@ -86,6 +86,17 @@ type Config struct {
 	// (kvselect_pressure.go). Ranks that did not register total_kv_blocks are never charged.
 	// Default 1 (overflow priced as recompute; README, "Robustness matrix"); 0 turns it off.
 	KVPressureWeight float64
+	// KVOccupancyWeight prices, in the kvselect policy, the occupancy a long request leaves its
+	// rank's KV cache: (active + new blocks)² / total_kv_blocks blocks of prefill at the rank's
+	// priced speed, times this weight, for a request whose blocks are at least
+	// KVOccupancyMinShare of the rank's total_kv_blocks (kvselect_occupancy.go). Long contexts
+	// that would crowd one rank's cache as they grow spread over ranks with room. Default 2
+	// (README, "KV occupancy priced for long requests"); 0 turns it off (the behaviour before).
+	// Ranks that did not register total_kv_blocks are never charged.
+	KVOccupancyWeight float64
+	// KVOccupancyMinShare is the share of a rank's total_kv_blocks a request's blocks must reach
+	// for the occupancy term to price it. Default 0.3; 0 prices every request.
+	KVOccupancyMinShare float64
 	// DecodeContextWeight is, in the kvselect policy, the time a running request's context adds
 	// to every step of its rank (its KV read by decode attention), per context token, over the
 	// rank's prefill time per token, per unit of the partition's context share κ (see
@@ -215,6 +226,8 @@ func DefaultConfig() Config {
 		ColdCacheShare:           0.5,
 		CacheStickShare:          0.3,
 		KVPressureWeight:         1,
+		KVOccupancyWeight:        2,
+		KVOccupancyMinShare:      0.3,
 		DecodeContextWeight:      1e-3,
 		ActiveRequestTokens:      256,
 		RobustKVSelect:           true,
@@ -272,6 +285,7 @@ func (c *Config) Validate() error {
 		{"cold_cache_share", c.ColdCacheShare},
 		{"eviction_miss_work", c.EvictionMissWork},
 		{"kv_pressure_weight", c.KVPressureWeight},
+		{"kv_occupancy_weight", c.KVOccupancyWeight},
 		{"decode_context_weight", c.DecodeContextWeight},
 		{"active_request_tokens", c.ActiveRequestTokens},
 	}
@@ -288,6 +302,7 @@ func (c *Config) Validate() error {
 		{"disk_cache_hit_weight", c.DiskCacheHitWeight},
 		{"shared_cache_multiplier", c.SharedCacheMultiplier},
 		{"cache_stick_share", c.CacheStickShare},
+		{"kv_occupancy_min_share", c.KVOccupancyMinShare},
 	}
 	for _, f := range unit {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {

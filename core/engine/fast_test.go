@@ -407,6 +407,14 @@ func differentialConfigs() map[string]func(*Config) {
 		// The live-request term at a weight that is not dyadic, and off.
 		"kvselect_odd_requests": func(c *Config) { *c = KVSelectDefaults(); c.ActiveRequestTokens = 37.3 },
 		"kvselect_requests_off": func(c *Config) { *c = KVSelectDefaults(); c.ActiveRequestTokens = 0 },
+		// The occupancy term alone reading the capacity (pressure off), ungated at a weight that is
+		// not dyadic, and off.
+		"kvselect_occupancy_only": func(c *Config) { *c = KVSelectDefaults(); c.KVPressureWeight = 0 },
+		"kvselect_occupancy_ungated": func(c *Config) {
+			*c = KVSelectDefaults()
+			c.KVOccupancyWeight, c.KVOccupancyMinShare = 0.7, 0
+		},
+		"kvselect_occupancy_off": func(c *Config) { *c = KVSelectDefaults(); c.KVOccupancyWeight = 0 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

@@ -31,6 +31,10 @@ import (
 //	                  ·(1 + min(β, eviction_miss_work))   (default 0; kvselect_eviction.go)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
+//	                + kv_occupancy (a request of at least kv_occupancy_min_share (0.3) of the
+//	                  rank's KV capacity: the squared occupancy it leaves the rank, u²·capacity
+//	                  blocks of prefill at B; kv_occupancy_weight, default 2;
+//	                  kvselect_occupancy.go)
 //	                + decode (running contexts read every step it waits, priced at the
 //	                  partition's context share: zero where context is free; kvselect_decode.go)
 //	                + (request_w + active_request_tokens·B)·active_requests   (each live
@@ -60,6 +64,10 @@ import (
 //   - Pinned blocks preempt. A vLLM- or SGLang-style worker pins the blocks of its running
 //     requests; a placement beyond its registered capacity waits or preempts a running
 //     request, whose context is recomputed (kvselect_pressure.go). Zero on any rank with room.
+//   - Long contexts crowd. A request that fills a large share of a cache grows into the rest;
+//     two on one rank evict each other's tail turn after turn. The squared occupancy it leaves
+//     its rank spreads such requests over ranks with room before any overflows
+//     (kvselect_occupancy.go).
 //
 // The affinity pull (default 0) is the earlier model of locality's future value; at its old
 // default of 30 it piled hot shared prefixes onto one rank and collapsed overloaded agentic
@@ -95,7 +103,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 		occ = occupancy(s.entries, k.invMax()) * k.coldFactor(l.CacheHeat)
 	}
 	invCap, invBudget := 0.0, 0.0
-	if k.w.pressure > 0 && s.w != nil {
+	if k.w.needsCapacity() && s.w != nil {
 		invCap = s.w.invKVCapacity()
 	}
 	if k.w.decodeCtx > 0 && s.w != nil {
@@ -268,7 +276,7 @@ func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) fl
 // occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
 // and count of pending prefills, active requests, active blocks and booked context tokens
 // (load.RankLoad.ContextTokens), and 1/total_kv_blocks (0 =
-// unknown or the pressure term off) and 1/max_num_batched_tokens (0 = unknown or the decode
+// unknown, or the pressure and occupancy terms off) and 1/max_num_batched_tokens (0 = unknown or the decode
 // term off). Products added to something are wrapped in
 // float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
 func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active, contexts uint64, invCap, invBudget float64) float64 {
@@ -296,6 +304,7 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	}
 	if invCap > 0 {
 		c += k.pressureMS(active, booked, invCap, float64((1+min(beta, 1))*sp.B))
+		c += k.occupancyMS(active, booked, invCap, sp.B)
 	}
 	if w.decodeCtx > 0 {
 		read := float64(contexts)

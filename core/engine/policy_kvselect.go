@@ -16,7 +16,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 	k.observeTracker(tr) // O(1) (kvselect_partition.go)
 	ent := e.entriesOf(p, w)
 	invMax := 0.0
-	evict, pressure, decode := w.eviction > 0, w.pressure > 0, w.decodeCtx > 0
+	evict, capacity, decode := w.eviction > 0, w.needsCapacity(), w.decodeCtx > 0
 	cold := evict && w.coldShare > 0 && tr.HeatWindow() > 0
 	if evict {
 		for _, n := range ent {
@@ -50,7 +50,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 			}
 		}
 		invCap, invBudget, contexts := 0.0, 0.0, uint64(0)
-		if pressure {
+		if capacity {
 			invCap = p.cands[i].invCap
 		}
 		if decode {

@@ -150,6 +150,7 @@ type weights struct {
 	stickShare                                                       float64      // share of a prompt's blocks that makes a rank sticky (kvselect policy)
 	evictionMiss                                                     float64      // cap of the miss-work factor of the eviction term (kvselect policy)
 	pressure                                                         float64      // weight of the pinned-KV overflow a placement causes (kvselect policy)
+	occupancy, occupancyShare                                        float64      // weight of the squared KV occupancy a long request leaves, and the share of capacity that makes it long (kvselect policy)
 	decodeCtx                                                        float64      // decode step time per context token over prefill time per token (kvselect policy)
 	reqTokens                                                        float64      // prefill tokens each live booking on a rank is priced as (kvselect policy)
 	decodeOnce                                                       bool         // the decode term reads a prefix shared by running requests once (kvselect policy)
@@ -170,7 +171,7 @@ func weightsOf(c *Config) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
 		prior: c.defaultSpeed(), affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
-		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, stickShare: c.CacheStickShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, decodeCtx: c.DecodeContextWeight, decodeOnce: c.DecodeSharedPrefixOnce, reqTokens: c.ActiveRequestTokens, fixedSpeed: c.FixedPrefillModel,
+		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, stickShare: c.CacheStickShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, occupancy: c.KVOccupancyWeight, occupancyShare: c.KVOccupancyMinShare, decodeCtx: c.DecodeContextWeight, decodeOnce: c.DecodeSharedPrefixOnce, reqTokens: c.ActiveRequestTokens, fixedSpeed: c.FixedPrefillModel,
 		robust:       c.RobustKVSelect,
 		centralSpeed: c.CentralPrefillSpeed,
 	}

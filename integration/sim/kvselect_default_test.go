@@ -110,8 +110,9 @@ func TestHotPrefixSpreads(t *testing.T) {
 // about its sessions' contexts, so every session moved off its cache recomputes ~88K tokens and
 // the run is chaotic: one seed says little. Over the shape's seeds 1–5 kvselect's default keeps
 // most of the reuse on every one, its mean TTFT within 2× of the best baseline's on every one
-// and within 1.25× in geometric mean (0.95×: 1.47, 0.58, 0.86, 0.90, 1.20× — SGLang's router,
-// which never moves a session, the best baseline on each; 1.45× at seed 1 before live requests
+// and within 1.25× in geometric mean (0.96×: 1.47, 0.58, 0.86, 0.90, 1.21× — SGLang's router,
+// which never moves a session, the best baseline on each; seed 5 1.20× before the KV-occupancy
+// term, README "KV occupancy priced for long requests"; 1.45× at seed 1 before live requests
 // were priced, README "Live requests priced"; before cache stickiness 1.30, 0.62,
 // 0.73, 0.83, 1.73×, README "Cache stickiness"; with β capped at 1, the default before that,
 // 1.06, 1.99, 0.59, 1.27 and 3.34×, geometric mean 1.39×, would fail; README, "Valuing reuse

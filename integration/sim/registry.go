@@ -18,7 +18,7 @@ import (
 //	dynamo          Dynamo's KV router cost function: the engine at engine.DefaultConfig
 //	kvselect        kvselect's default (KVSelectConfig); kvselect-queue adds the router queue
 //	                in wspt order, kvselect-aging in aging order (KVSelectAgingConfig),
-//	                kvselect-previous the default before the live-request term
+//	                kvselect-previous the default before the KV-occupancy term
 //	                (KVSelectPreviousConfig), kvselect-central the one before consensus speed
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
 //	                partition's central learned speed (KVSelectCentralConfig), kvselect-evict
