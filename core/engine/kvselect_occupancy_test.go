@@ -77,3 +77,28 @@ func TestOccupancySpreadsLongRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestOccupancyPrefersTheLargerCache: two empty ranks of 20 and 80 blocks. An 8-block request
+// is 0.4 of the small rank's cache and 0.1 of the large one's: with the term on every such
+// request goes to the large rank (only the small one prices it); with the term off the ranks
+// tie and the engine draws between them.
+func TestOccupancyPrefersTheLargerCache(t *testing.T) {
+	for _, w := range []float64{0, KVSelectDefaults().KVOccupancyWeight} {
+		cfg := KVSelectDefaults()
+		cfg.KVOccupancyWeight = w
+		e := twoRankFleet(t, &cfg, func(s *WorkerSpec) { s.TotalKVBlocks = ptr(uint64(20 * *s.WorkerID * *s.WorkerID)) })
+		onLarge := 0
+		for i := range 20 {
+			r, err := e.Select(selReq("", toks(1000*i, 32)), t0)
+			noErr(t, err)
+			if r.WorkerID == 2 {
+				onLarge++
+			}
+		}
+		if w > 0 && onLarge != 20 {
+			t.Errorf("kv_occupancy_weight %v: %d of 20 on the larger cache, want 20", w, onLarge)
+		} else if w == 0 && (onLarge == 0 || onLarge == 20) {
+			t.Errorf("term off: %d of 20 on the larger cache, want a draw between tied ranks", onLarge)
+		}
+	}
+}
