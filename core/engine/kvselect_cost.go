@@ -275,10 +275,10 @@ func queueMS(sp load.SpeedModel, prefill, squares, cross uint64, pending int) fl
 // costOf is one rank's cost from its tiered overlap (blocks), booked prefix (blocks), cache
 // occupancy in [0, 1] and load fields: speed model, active prefill tokens, the sum of squares
 // and count of pending prefills, active requests, active blocks and booked context tokens
-// (load.RankLoad.ContextTokens), and 1/total_kv_blocks (0 =
-// unknown, or the pressure and occupancy terms off) and 1/max_num_batched_tokens (0 = unknown or the decode
-// term off). Products added to something are wrapped in
-// float64 conversions so that no multiply-add is fused (see dynamoTerms.cost).
+// (load.RankLoad.ContextTokens), and 1/total_kv_blocks (0 = unknown, or the pressure and
+// occupancy terms off) and 1/max_num_batched_tokens (0 = unknown or the decode term off).
+// Products added to something are wrapped in float64 conversions so that no multiply-add is
+// fused (see dynamoTerms.cost).
 func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, sp load.SpeedModel, prefill, squares, cross uint64, pending, requests int, active, contexts uint64, invCap, invBudget float64) float64 {
 	w := &k.w
 	sp = k.price(sp)

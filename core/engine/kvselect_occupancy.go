@@ -26,9 +26,10 @@ package engine
 // Why the gate. Ungated, the same term priced short chat by the long contexts it would sit
 // beside and spread it off its caches (README, "Sixteen workers…": short chat on ample caches
 // 0.95 → 1.28–1.43× the best rival's mean TTFT). A request that fills less than the share of a
-// cache cannot crowd it; 0.3 is CacheStickShare's value, and the lowest share at which the legacy
-// model's 88K-token agent sessions on 1,000-block workers were not priced off their caches
-// (0.2 moved them: README, "KV occupancy priced for long requests").
+// cache cannot crowd it. 0.3 is CacheStickShare's value, and the lowest of the shares measured
+// (0.1, 0.15, 0.2, 0.3) at which the legacy model's overloaded agent sessions (~88K tokens,
+// growing past 100K, on 1,000-block workers) were not priced off their caches (at 0.2 one seed
+// went from 1.20× to 2.08× SGLang's mean: README, "KV occupancy priced for long requests").
 //
 // Ranks that did not register total_kv_blocks are never charged (K unknown); with weight 0 the
 // term is off and the cost bit for bit what it was before it.

@@ -26,9 +26,10 @@ func capacityFleet(t *testing.T, cfg *Config) *Engine {
 }
 
 // pressureFleet is a capacityFleet on a kvselect engine with kv_pressure_weight w (the
-// eviction, decode, live-request and occupancy terms off, to isolate it) that caches 4 blocks of want's
-// prompt on worker 1 and books there a running (prefill complete) request of 19 other blocks:
-// worker 1 holds the prefix but has room for 1 more pinned block, worker 2 is empty.
+// eviction, decode, live-request and occupancy terms off, to isolate it) that caches 4 blocks
+// of want's prompt on worker 1 and books there a running (prefill complete) request of 19
+// other blocks: worker 1 holds the prefix but has room for 1 more pinned block, worker 2 is
+// empty.
 func pressureFleet(t *testing.T, w float64, want []uint32) *Engine {
 	t.Helper()
 	cfg := KVSelectDefaults()
