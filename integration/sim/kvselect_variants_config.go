@@ -28,8 +28,8 @@ func KVSelectNoStickConfig() engine.Config {
 
 // KVSelectCentralConfig is the default before RobustKVSelect and the pressure term (learned
 // speed priced within 2× of a reference, β the partition's mean pending prefills capped at 1,
-// no pressure, context, decode, live-request or occupancy term) with identical ranks priced at the
-// partition's central learned speed (engine.Config.CentralPrefillSpeed): README, "Learned
+// no pressure, context, decode, live-request or occupancy term) with identical ranks priced at
+// the partition's central learned speed (engine.Config.CentralPrefillSpeed): README, "Learned
 // worker speed".
 func KVSelectCentralConfig() engine.Config {
 	c := KVSelectConfig()
