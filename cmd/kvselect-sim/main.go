@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -159,7 +160,7 @@ func splitList(s string) []string {
 // modelHelp lists the engine presets for --help.
 func modelHelp() string {
 	var parts []string
-	for _, p := range append(fleet.Presets(), fleet.IndependentPresets()...) {
+	for _, p := range slices.Concat(fleet.Presets(), fleet.IndependentPresets(), fleet.VariantPresets()) {
 		parts = append(parts, p.Name+" ("+p.About+")")
 	}
 	return strings.Join(parts, "; ")

@@ -65,6 +65,12 @@
 // and decode retraction when the pool runs out. Its presets are reached through Preset and
 // IndependentPresets; Presets and PresetNames (what the default matrix runs) leave them out.
 //
+// # Variant presets ("a100-8b", "sglang-fcfs-h100-8b")
+//
+// The two engines under settings the default was not tuned on (variant_presets.go): the
+// vLLM-style engine on an A100 with vLLM's A100 batch limits, and the SGLang-style engine in
+// arrival order, SGLang's default schedule policy. Reached through Preset and VariantPresets.
+//
 // # Determinism and ownership
 //
 // An Engine is a pure state machine: no goroutines, clocks, randomness or map-order output.

@@ -323,12 +323,12 @@ func checkCache(t *testing.T, e *Engine) {
 }
 
 func TestPresets(t *testing.T) {
-	for _, p := range Presets() {
+	for _, p := range slices.Concat(Presets(), VariantPresets()) {
 		got, err := Preset(p.Name)
 		if err != nil || got.Name != p.Name || p.MaxNumBatchedTokens < 1 || p.NumBlocks(512) < 100 {
 			t.Fatalf("preset %q: %+v %v", p.Name, got, err)
 		}
-		if !p.Legacy {
+		if !p.Legacy && p.SGLang == nil {
 			// An 8K prefill takes between 0.1 and 1 s; a decode step between 4 and 20 ms.
 			if ms := p.Step.PrefillMS(0, 8192, p.MaxNumBatchedTokens); ms < 100 || ms > 1000 {
 				t.Fatalf("%s: 8K prefill %v ms", p.Name, ms)
@@ -337,6 +337,20 @@ func TestPresets(t *testing.T) {
 				t.Fatalf("%s: decode step %v ms", p.Name, ms)
 			}
 		}
+	}
+	// The A100 preset: vLLM's A100 batch defaults, and a GPU about three times slower than the
+	// H100 at prefill (312 against 989 TFLOP/s) whose decode steps read weights 1.6 times
+	// slower (2.039 against 3.35 TB/s).
+	a, _ := Preset(PresetA100_8B)
+	h, _ := Preset(PresetH100_8B)
+	if a.Name != PresetA100_8B || a.MaxNumBatchedTokens != 2048 || a.MaxNumSeqs != 256 || a.NumBlocks(512) != h.NumBlocks(512) {
+		t.Fatalf("a100 preset: %+v", a)
+	}
+	if r := a.Step.PrefillMS(0, 8192, a.MaxNumBatchedTokens) / h.Step.PrefillMS(0, 8192, h.MaxNumBatchedTokens); r < 2.5 || r > 4 {
+		t.Fatalf("a100/h100 8K prefill %.2f×", r)
+	}
+	if r := a.Step.DecodeStepMS(4096) / h.Step.DecodeStepMS(4096); r < 1.4 || r > 1.8 {
+		t.Fatalf("a100/h100 decode step %.2f×", r)
 	}
 	if _, err := Preset("nope"); err == nil {
 		t.Fatal("unknown preset accepted")

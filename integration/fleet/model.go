@@ -179,10 +179,10 @@ func PresetNames() []string {
 }
 
 // AllPresetNames returns every preset name Preset accepts: PresetNames, then the
-// independent (SGLang-style) presets.
+// independent (SGLang-style) presets, then the variant ones (variant_presets.go).
 func AllPresetNames() []string {
 	out := PresetNames()
-	for _, p := range sglangPresets {
+	for _, p := range slices.Concat(sglangPresets, variantPresets) {
 		out = append(out, p.Name)
 	}
 	return out
@@ -198,7 +198,7 @@ func Preset(name string) (Spec, error) {
 			return p, nil
 		}
 	}
-	for _, p := range sglangPresets {
+	for _, p := range slices.Concat(sglangPresets, variantPresets) {
 		if p.Name == name {
 			return p, nil
 		}

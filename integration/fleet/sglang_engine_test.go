@@ -353,6 +353,17 @@ func TestSGLangPresets(t *testing.T) {
 		}
 	}
 	sp, _ := Preset(PresetSGLangH100_8B)
+	// The FCFS variant (variant_presets.go) is the same engine in arrival order.
+	fcfs, err := Preset(PresetSGLangFCFS_8B)
+	if err != nil || fcfs.SGLang == nil || fcfs.SGLang.LPM || !sp.SGLang.LPM {
+		t.Fatalf("%s: %+v %v", PresetSGLangFCFS_8B, fcfs.SGLang, err)
+	}
+	if p := *fcfs.SGLang; p.LPM != sp.SGLang.LPM {
+		p.LPM = sp.SGLang.LPM
+		if p != *sp.SGLang || fcfs.KVTokens != sp.KVTokens {
+			t.Fatalf("%s differs from %s beyond the schedule policy", PresetSGLangFCFS_8B, PresetSGLangH100_8B)
+		}
+	}
 	m := sp.SGLang.Cost
 	// An 8192-token prefill of the 8B model: ≈ 0.22 s of GEMMs (37 K tokens/s) plus attention.
 	if ms := m.PrefillMS(8192, attnPairs(0, 8192)); ms < 200 || ms > 300 {

@@ -1,0 +1,73 @@
+package fleet
+
+import "slices"
+
+// Variant presets: fleets shaped differently from the ones the default was tuned on, so that
+// robustness is measured on engines nobody tuned for. Reachable through Preset and listed by
+// VariantPresets, not by Presets/PresetNames (the default matrix and its results files stay as
+// they were).
+//
+//   - a100-8b: the vLLM-style engine on an A100 (a slower GPU, a quarter of the step budget,
+//     a quarter of the running sequences).
+//   - sglang-fcfs-h100-8b: the SGLang-style engine under its current default schedule policy,
+//     first come first served, where the sglang-* presets order the waiting queue by longest
+//     cached prefix (SGLangParams.LPM).
+//
+// The A100 (NVIDIA A100 SXM4 80 GB datasheet): 312 TFLOP/s dense BF16, 2.039 TB/s HBM2e,
+// 80 GB. vLLM's batch defaults exclude the A100 from its large-GPU tier whatever its memory
+// (vllm/engine/arg_utils.py, get_batch_defaults: "device_memory >= 70 GiB and 'a100' not in
+// device_name"), so an A100 OpenAI API server runs with max_num_batched_tokens 2048 and
+// max_num_seqs 256. The efficiencies are the H100 presets' (55 % of peak for GEMMs, 50 % for
+// flash attention).
+const (
+	a100FLOPs = 312e12   // FLOP/s, dense BF16
+	a100BW    = 2.039e12 // bytes/s, HBM2e
+	a100Mem   = 80e9     // bytes
+
+	// PresetA100_8B names a100Llama8B, PresetSGLangFCFS_8B sglangFCFSH100Llama8B.
+	PresetA100_8B       = "a100-8b"
+	PresetSGLangFCFS_8B = "sglang-fcfs-h100-8b"
+)
+
+var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B()}
+
+// a100Llama8B is an 8B Llama-3-class model in BF16 on one A100 SXM4 80 GB:
+//
+//   - Fixed = 9.1 ms: 16.1 GB of weights read once per step at 2.039 TB/s (7.9 ms) plus the
+//     H100 preset's ~1.2 ms of per-step overhead.
+//   - PerToken = 2 × 8.03e9 FLOP / (312e12 × 0.55) = 0.0936 ms (≈ 10.7 K prefill tokens/s).
+//   - PerAttnPair = 4 × 32 × 4096 FLOP / (312e12 × 0.5) = 3.36e-6 ms.
+//   - PerKVToken = 131072 B / 2.039e12 B/s = 6.4e-5 ms.
+//   - PerDecode = 0.01 ms.
+//   - KVTokens: the H100 preset's (same memory, weights and activations): ≈ 396 K tokens.
+//   - MaxNumBatchedTokens 2048, MaxNumSeqs 256: vLLM's defaults on an A100 (above).
+func a100Llama8B() Spec {
+	kvBytes := 2.0 * 32 * 8 * 128 * 2
+	return Spec{
+		Name: PresetA100_8B, MaxNumBatchedTokens: 2048, MaxNumSeqs: 256,
+		KVTokens: int((0.9*a100Mem - 2*llama8BParams - 4e9) / kvBytes),
+		Step: StepModel{
+			Fixed:       2*llama8BParams/a100BW*1e3 + 1.2,
+			PerToken:    2 * llama8BParams / (a100FLOPs * 0.55) * 1e3,
+			PerAttnPair: 4 * 32 * 4096 / (a100FLOPs * 0.5) * 1e3,
+			PerKVToken:  kvBytes / a100BW * 1e3,
+			PerDecode:   0.01,
+		},
+		About: "Llama-3-8B-class, BF16, one A100 SXM4 80 GB (vLLM's A100 defaults: 2048 batched tokens, 256 seqs)",
+	}
+}
+
+// sglangFCFSH100Llama8B is sglangH100Llama8B with SGLang's default schedule policy, "fcfs"
+// (server_args since 2025): the waiting queue in arrival order, so a request that hits the
+// cache no longer overtakes the misses queued before it.
+func sglangFCFSH100Llama8B() Spec {
+	s := sglangH100Llama8B()
+	p := *s.SGLang
+	p.LPM = false
+	s.Name, s.SGLang = PresetSGLangFCFS_8B, &p
+	s.About = "SGLang-style engine with SGLang's default FCFS schedule policy (radix cache, prefill-first, retraction): Llama-3-8B-class, BF16, one H100 SXM"
+	return s
+}
+
+// VariantPresets returns the variant presets (above).
+func VariantPresets() []Spec { return slices.Clone(variantPresets) }
