@@ -32,6 +32,7 @@ func kvselectScore(w weights, ctx *SelectionContext, c *Candidate) float64 {
 	if w.centralSpeed && !w.fixedSpeed {
 		w.central = ctx.central
 	}
+	w.reordered = w.reorderSlowdown > 0 && ctx.reordered
 	t := newKVSelectTerms(&n, ctx.BlockSize, w)
 	fleet := ctx.fleet
 	self := -1

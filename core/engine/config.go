@@ -54,6 +54,12 @@ type Config struct {
 	// kvselect_eviction.go). 0 turns either off.
 	MissWorkWeight float64
 	EvictionWeight float64
+	// ReorderedMissSlowdown, in the kvselect policy, prices a miss for a partition whose engines
+	// reorder their waiting queues (learned from the order of first tokens, load/order.go; SGLang's
+	// longest-prefix-match policy): its work counts for the rank's pending prefills uncapped,
+	// bounded by ReorderedMissSlowdown times its own estimated time to first token there
+	// (kvselect_reorder.go). Default 1; 0 prices every partition as arrival-order.
+	ReorderedMissSlowdown float64
 	// ColdCacheShare discounts, in the kvselect policy, the eviction a miss causes on a rank
 	// whose cache few requests have used lately: a rank booked less than ColdCacheShare of the
 	// partition's mean recent prompt tokens (its cache heat, cached and uncached tokens over about
@@ -222,6 +228,7 @@ func DefaultConfig() Config {
 		PrefillModelC:            16.50142,
 		AffinityQueueMS:          2000,
 		MissWorkWeight:           4,
+		ReorderedMissSlowdown:    1,
 		EvictionWeight:           1,
 		ColdCacheShare:           0.5,
 		CacheStickShare:          0.3,
@@ -281,6 +288,7 @@ func (c *Config) Validate() error {
 		{"affinity_weight", c.AffinityWeight},
 		{"affinity_queue_ms", c.AffinityQueueMS},
 		{"miss_work_weight", c.MissWorkWeight},
+		{"reordered_miss_slowdown", c.ReorderedMissSlowdown},
 		{"eviction_weight", c.EvictionWeight},
 		{"cold_cache_share", c.ColdCacheShare},
 		{"eviction_miss_work", c.EvictionMissWork},

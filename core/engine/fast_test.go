@@ -37,6 +37,10 @@ type twin struct {
 	fastHits, ties, fallbacks int
 	// Fast selections that met a live session binding, and bindings they dropped as stale.
 	boundHits, staleDrops int
+	// orderDrift makes every prefill completion timed and up to 1.5 s after the last event, so
+	// that completions come in random order with time between them: a reordering engine's
+	// first tokens (load/order.go), for the reordered-miss cost.
+	orderDrift bool
 }
 
 func newTwin(t *testing.T, cfg Config, seed uint64) *twin {
@@ -48,6 +52,35 @@ func newTwin(t *testing.T, cfg Config, seed uint64) *twin {
 	noErr(t, err)
 	b.scratch.fast.disabled = true
 	return &twin{t: t, fast: a, full: b, pf: pf, pg: pg, rng: rand.New(rand.NewPCG(seed, 1)), now: t0}
+}
+
+// teachReorder books 40 pairs of prompts on the first rank of the first partition and completes
+// each pair younger first, a second apart, then frees it: the partition learns that its engines
+// reorder (load/order.go), so the run prices misses for that.
+func (tw *twin) teachReorder() {
+	loads := tw.fast.Loads("", "")
+	if len(loads) == 0 || len(loads[0].Loads) == 0 {
+		return
+	}
+	pl, l := loads[0], loads[0].Loads[0]
+	for i := range 40 {
+		ids := []string{fmt.Sprint("warm-old-", i), fmt.Sprint("warm-young-", i)}
+		for j, id := range ids {
+			req := &SelectRequest{SelectionID: ptr(id), ModelName: ptr(pl.ModelName), RoutingGroup: ptr(pl.RoutingGroup),
+				Prompt: tokenPrompt(toks(900_000+64*(2*i+j), 12)), PinnedWorker: &PinnedWorker{WorkerID: ptr(l.WorkerID), DPRank: ptr(l.DPRank)}}
+			ra, ea := tw.fast.SelectAndReserve(req, tw.now)
+			rb, eb := tw.full.SelectAndReserve(req, tw.now)
+			tw.same(-1, "teach select", ra, rb, ea, eb)
+			tw.now = tw.now.Add(10 * time.Millisecond)
+		}
+		for _, id := range []string{ids[1], ids[0]} {
+			tw.now = tw.now.Add(time.Second)
+			tw.same(-1, "teach prefill_complete_at", nil, nil, tw.fast.PrefillCompleteAt(id, tw.now), tw.full.PrefillCompleteAt(id, tw.now))
+		}
+		for _, id := range ids {
+			tw.same(-1, "teach free", nil, nil, tw.fast.Free(id), tw.full.Free(id))
+		}
+	}
 }
 
 // same fails unless both engines produced equal results and their random sources agree.
@@ -290,6 +323,9 @@ func (tw *twin) run(steps int) {
 		ra, rb, ea, eb := tw.upsert()
 		tw.same(-1, "upsert", ra, rb, ea, eb)
 	}
+	if tw.orderDrift {
+		tw.teachReorder()
+	}
 	for step := range steps {
 		r := tw.rng
 		switch op := r.IntN(100); {
@@ -314,11 +350,14 @@ func (tw *twin) run(steps int) {
 			ra, ea := tw.fast.Reserve(req, tw.now)
 			rb, eb := tw.full.Reserve(req, tw.now)
 			tw.same(step, "reserve", ra, rb, ea, eb)
-		case op < 79:
+		case op < 79 && !tw.orderDrift:
 			id := tw.id()
 			tw.same(step, "prefill_complete", nil, nil, tw.fast.PrefillComplete(id), tw.full.PrefillComplete(id))
 		case op < 82: // timed: teaches the rank's speed (the kvselect policy's consensus moves)
 			id := tw.id()
+			if tw.orderDrift {
+				tw.now = tw.now.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
+			}
 			tw.same(step, "prefill_complete_at", nil, nil, tw.fast.PrefillCompleteAt(id, tw.now), tw.full.PrefillCompleteAt(id, tw.now))
 		case op < 86:
 			id := tw.id()
@@ -355,17 +394,26 @@ func TestFastPathDifferential(t *testing.T) {
 	}
 	for name, edit := range configs {
 		t.Run(name, func(t *testing.T) {
-			hits, ties, bound, stale := 0, 0, 0, 0
+			hits, ties, bound, stale, reordered := 0, 0, 0, 0, 0
 			for seed := range uint64(4) {
 				cfg := DefaultConfig()
 				edit(&cfg)
 				noErr(t, cfg.Validate())
 				tw := newTwin(t, cfg, seed)
+				tw.orderDrift = strings.HasSuffix(name, "_reorder")
 				tw.run(steps)
+				for _, st := range tw.fast.PartitionStats() {
+					if st.Reordered {
+						reordered++
+					}
+				}
 				hits += tw.fastHits
 				ties += tw.ties
 				bound += tw.boundHits
 				stale += tw.staleDrops
+			}
+			if strings.HasSuffix(name, "_reorder") && reordered == 0 {
+				t.Fatal("no partition learned to reorder: the reordered cost went untested")
 			}
 			if strings.HasSuffix(name, "sessions") && (bound < 20 || stale == 0) {
 				t.Fatalf("weak session workload: %d fast selections met a binding, %d dropped a stale one", bound, stale)
@@ -415,6 +463,10 @@ func differentialConfigs() map[string]func(*Config) {
 			c.KVOccupancyWeight, c.KVOccupancyMinShare = 0.7, 0
 		},
 		"kvselect_occupancy_off": func(c *Config) { *c = KVSelectDefaults(); c.KVOccupancyWeight = 0 },
+		// Reordered-miss pricing at a slowdown that is not dyadic (the workload's random
+		// completion order teaches reordering: checked), and off.
+		"kvselect_odd_reorder": func(c *Config) { *c = KVSelectDefaults(); c.ReorderedMissSlowdown = 0.7 },
+		"kvselect_reorder_off": func(c *Config) { *c = KVSelectDefaults(); c.ReorderedMissSlowdown = 0 },
 		// A context prior (share 0.8, held): every rank's K > 0, so both paths price the pending
 		// prefills' cross products (load.RankLoad.PrefillCross) and the request's own context.
 		"kvselect_context": func(c *Config) {

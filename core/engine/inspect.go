@@ -27,6 +27,17 @@ type PartitionLoads struct {
 	// PrefillSpeeds is every rank's learned prefill speed (speed.go), one row per rank in the
 	// order of Loads. A kvselect addition: Dynamo's /loads has no such field.
 	PrefillSpeeds []RankSpeed `json:"prefill_speeds,omitempty"`
+	// QueueOrder is the partition's learned queue discipline (load/order.go), with the speeds.
+	// A kvselect addition.
+	QueueOrder *QueueOrder `json:"queue_order,omitempty"`
+}
+
+// QueueOrder is PartitionLoads.QueueOrder: the share of prefill completions a younger booking
+// of the same rank overtook, its samples, and whether the partition counts as reordering.
+type QueueOrder struct {
+	OvertakenShare float64 `json:"overtaken_share"`
+	Samples        uint64  `json:"samples"`
+	Reordered      bool    `json:"reordered"`
 }
 
 // RankSpeed is one row of PartitionLoads.PrefillSpeeds.
@@ -69,6 +80,8 @@ func (e *Engine) loads(model, group string, speeds bool) []PartitionLoads {
 		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf))}
 		if speeds {
 			pl.PrefillSpeeds = make([]RankSpeed, 0, len(buf))
+			share, n := p.tracker.ReorderShare()
+			pl.QueueOrder = &QueueOrder{OvertakenShare: share, Samples: n, Reordered: p.tracker.Reordered()}
 		}
 		for _, l := range buf {
 			pl.Loads = append(pl.Loads, PotentialLoad{

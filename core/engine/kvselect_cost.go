@@ -289,7 +289,12 @@ func (k *kvselectTerms) costOf(dev, host, disk int32, booked int, occ float64, s
 	fresh := sp.MS(k.isl - cached)                              // the uncached tokens' own work
 	own := fresh + float64(float64(sp.K*(k.isl-cached))*cached) // and their attention to the cached ones (WorkMS)
 	beta := k.betaAt(pending)
-	c := queue + float64((1+beta)*own) + k.requestsMS(sp, requests)
+	var c float64
+	if w.reordered {
+		c = queue + own + k.reorderedMissMS(pending, queue, own) + k.requestsMS(sp, requests)
+	} else {
+		c = queue + float64((1+beta)*own) + k.requestsMS(sp, requests)
+	}
 	if w.affinity > 0 {
 		pull := w.affinity * sp.B * cached
 		if w.affinityQueue > 0 {

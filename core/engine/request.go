@@ -145,6 +145,7 @@ type weights struct {
 	prior                                                            PrefillModel // the configured prior prefill-time model (kvselect policy)
 	affinity, affinityQueue                                          float64      // affinity weight and its queue scale (kvselect policy)
 	missWork                                                         float64      // cap of the queued-work weight of a miss (kvselect policy)
+	reorderSlowdown                                                  float64      // bound of a miss's externality on a reordering partition, in its own TTFT (kvselect policy; 0 = off)
 	eviction                                                         float64      // weight of the eviction a miss causes (kvselect policy)
 	coldShare                                                        float64      // share of the mean cache heat below which a cache counts as cold (kvselect policy)
 	stickShare                                                       float64      // share of a prompt's blocks that makes a rank sticky (kvselect policy)
@@ -161,6 +162,9 @@ type weights struct {
 	// (Config.CentralPrefillSpeed) is on (kvselectTerms.price).
 	central      PrefillModel
 	centralSpeed bool
+	// reordered is whether the partition's engines reorder their waiting queues, set per
+	// selection when reorderSlowdown is on (load.Tracker.Reordered; kvselect_reorder.go).
+	reordered bool
 }
 
 // weightsOf is c's weights with no request override.
@@ -171,7 +175,7 @@ func weightsOf(c *Config) weights {
 		reqWeight: c.DecodeActiveRequestWeight, temperature: c.Temperature,
 		trackPrefill: c.TrackPrefillTokens, assumeReuse: c.AssumeKVReuse, policy: policies[c.Policy],
 		prior: c.defaultSpeed(), affinity: c.AffinityWeight, affinityQueue: c.AffinityQueueMS,
-		missWork: c.MissWorkWeight, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, stickShare: c.CacheStickShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, occupancy: c.KVOccupancyWeight, occupancyShare: c.KVOccupancyMinShare, decodeCtx: c.DecodeContextWeight, decodeOnce: c.DecodeSharedPrefixOnce, reqTokens: c.ActiveRequestTokens, fixedSpeed: c.FixedPrefillModel,
+		missWork: c.MissWorkWeight, reorderSlowdown: c.ReorderedMissSlowdown, eviction: c.EvictionWeight, coldShare: c.ColdCacheShare, stickShare: c.CacheStickShare, evictionMiss: c.EvictionMissWork, pressure: c.KVPressureWeight, occupancy: c.KVOccupancyWeight, occupancyShare: c.KVOccupancyMinShare, decodeCtx: c.DecodeContextWeight, decodeOnce: c.DecodeSharedPrefixOnce, reqTokens: c.ActiveRequestTokens, fixedSpeed: c.FixedPrefillModel,
 		robust:       c.RobustKVSelect,
 		centralSpeed: c.CentralPrefillSpeed,
 	}

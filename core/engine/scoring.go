@@ -60,9 +60,11 @@ type SelectionContext struct {
 	// MinActivePrefillTokens is the smallest active prefill load among the partition's ranks.
 	MinActivePrefillTokens uint64
 	// fleet holds the partition's ranks, for scorers that price a rank against the others
-	// (KVSelectScorer), and central the partition's central learned speed (kvselectTerms.price).
-	fleet   []scored
-	central PrefillModel
+	// (KVSelectScorer), central the partition's central learned speed (kvselectTerms.price) and
+	// reordered whether its engines reorder their queues (kvselect_reorder.go).
+	fleet     []scored
+	central   PrefillModel
+	reordered bool
 }
 
 // Scorer contributes to a candidate's cost; lower is better.
@@ -158,7 +160,7 @@ func (e *Engine) selectionContext(sel *selection, req *SelectRequest, booking bo
 	if len(sel.cands) == 0 {
 		ctx.MinActivePrefillTokens = 0
 	}
-	ctx.fleet, ctx.central = sel.cands, sel.w.central
+	ctx.fleet, ctx.central, ctx.reordered = sel.cands, sel.w.central, sel.w.reordered
 	return ctx
 }
 

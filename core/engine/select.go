@@ -130,8 +130,8 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 		return nil, err
 	}
 	w := e.weightsFor(req.RouterConfigOverride)
-	if _, kv := w.policy.(kvselectPolicy); kv && w.centralSpeed && !w.fixedSpeed {
-		w.central = p.tracker.CentralSpeed()
+	if _, kv := w.policy.(kvselectPolicy); kv {
+		w.observePartition(p.tracker)
 	}
 	norm, err := e.normalize(p, &req.Prompt, w.assumeReuse, true)
 	if err != nil {

@@ -35,8 +35,11 @@ func TestLoads(t *testing.T) {
 		for _, p := range h.arr(http.StatusOK, "GET", "/loads"+query, "") {
 			pm := p.(map[string]any)
 			// Dynamo's members, plus kvselect's prefill_speeds (one row per rank, in the order of
-			// loads).
-			wantKeys(t, "partition loads", pm, "model_name", "routing_group", "loads", "pending_count", "pending_isl_tokens", "prefill_speeds")
+			// loads) and queue_order (nothing learned yet: no sample, arrival order).
+			wantKeys(t, "partition loads", pm, "model_name", "routing_group", "loads", "pending_count", "pending_isl_tokens", "prefill_speeds", "queue_order")
+			if qo := pm["queue_order"].(map[string]any); num(qo, "samples") != "0" || qo["reordered"] != false || num(qo, "overtaken_share") != "0" {
+				t.Fatalf("queue_order before any completion: %v", qo)
+			}
 			speeds, rows := pm["prefill_speeds"].([]any), pm["loads"].([]any)
 			if len(speeds) != len(rows) {
 				t.Fatalf("%d prefill_speeds rows for %d load rows", len(speeds), len(rows))

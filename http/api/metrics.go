@@ -119,6 +119,8 @@ var (
 	descPrefillSpeed = prometheus.NewDesc("kvselect_prefill_seconds_per_1k_tokens", "Learned prefill time in seconds per 1,000 uncached tokens (linear term) of each rank: a histogram over the partition's ranks.", []string{"model_name", "routing_group"}, nil)
 	descSpeedSamples = prometheus.NewDesc("kvselect_prefill_speed_samples_total", "Prefill completions the ranks' speed estimators learned from.", []string{"model_name", "routing_group"}, nil)
 	descCtxShare     = prometheus.NewDesc("kvselect_prefill_context_share", "Learned share of the attention to cached context in prefill time, in units of the prior's cost per attention pair (0: cached context priced free).", []string{"model_name", "routing_group"}, nil)
+	descReorder      = prometheus.NewDesc("kvselect_prefill_overtaken_share", "Learned share of prefill completions that a younger request on the same rank reached first token before (the engines' queue discipline: near 0 in arrival order; misses are priced for a reordering engine from 0.1).", []string{"model_name", "routing_group"}, nil)
+	descReordered    = prometheus.NewDesc("kvselect_prefill_reordered", "1 when the partition's engines are learned to reorder their waiting queues (kvselect's miss price follows), else 0.", []string{"model_name", "routing_group"}, nil)
 )
 
 // prefillSpeedBuckets are the upper bounds (seconds per 1,000 uncached tokens, in base units as
@@ -146,13 +148,19 @@ func collectPrefillSpeeds(ch chan<- prometheus.Metric, p engine.PartitionStats) 
 	ch <- prometheus.MustNewConstHistogram(descPrefillSpeed, uint64(len(p.PrefillSpeeds)), sum, counts, m, g)
 	ch <- prometheus.MustNewConstMetric(descSpeedSamples, prometheus.CounterValue, float64(samples), m, g)
 	ch <- prometheus.MustNewConstMetric(descCtxShare, prometheus.GaugeValue, p.ContextShare, m, g)
+	reordered := 0.0
+	if p.Reordered {
+		reordered = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReorder, prometheus.GaugeValue, p.OvertakenShare, m, g)
+	ch <- prometheus.MustNewConstMetric(descReordered, prometheus.GaugeValue, reordered, m, g)
 }
 
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIndexEntries, descIndexNodes, descIndexBytes, descRanks, descBookings, descSessions,
 		descPending, descKVBlocks, descKVBatches, descKVBad, descListeners, descRepl, descPeers, descMembers,
 		descRecovery, descRecBlocks, descRecBytes, descRecDuration, descQueued, descQueuedClass, descQueueOut, descQueueWait,
-		descPrefillSpeed, descSpeedSamples, descCtxShare} {
+		descPrefillSpeed, descSpeedSamples, descCtxShare, descReorder, descReordered} {
 		ch <- d
 	}
 }

@@ -33,6 +33,9 @@ func TestPrefillSpeedMetric(t *testing.T) {
 		`kvselect_prefill_seconds_per_1k_tokens_count{model_name="default",routing_group="default"} 1`,
 		`kvselect_prefill_speed_samples_total{model_name="default",routing_group="default"} 1`,
 		`kvselect_prefill_context_share{model_name="default",routing_group="default"} 0`, // 2 samples: the prior
+		// In order, one at a time: nothing overtaken, arrival order.
+		`kvselect_prefill_overtaken_share{model_name="default",routing_group="default"} 0`,
+		`kvselect_prefill_reordered{model_name="default",routing_group="default"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%.3000s", want, body)

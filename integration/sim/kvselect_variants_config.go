@@ -4,15 +4,27 @@ import "github.com/kvselect/kvselect/core/engine"
 
 // KVSelectPreviousConfig is kvselect's default before the KV-occupancy term (engine.Config's
 // KVOccupancyWeight 0: a long request priced by no more than the pinned blocks it would
-// overflow): the "previous default" of README and cmd/kvselect-matrix/results.
+// overflow), with every partition priced as arrival-order (ReorderedMissSlowdown 0, as it then
+// was): the "previous default" of README and cmd/kvselect-matrix/results.
 // (Until then it was the default before the live-request term, ActiveRequestTokens 0: README at
 // f2a34d2; before that the default before the decode term counted a shared prefix per running
 // request, DecodeSharedPrefixOnce: README at fbef50a; before that the default before cache
 // stickiness, CacheStickShare 0: README at e42ea8a; before that the default before the
 // cold-cache discount: README at 0ea8f4c.)
 func KVSelectPreviousConfig() engine.Config {
-	c := KVSelectConfig()
+	c := KVSelectArrivalConfig()
 	c.KVOccupancyWeight = 0
+	return c
+}
+
+// KVSelectArrivalConfig is kvselect's default with every partition priced as arrival-order
+// (engine.Config's ReorderedMissSlowdown 0): the default before a miss was priced for engines
+// learned to reorder their queues (core/engine/kvselect_reorder.go). On engines that serve in
+// arrival order it is the default bit for bit. The older variants below are built on it, as the
+// defaults they stand for were.
+func KVSelectArrivalConfig() engine.Config {
+	c := KVSelectConfig()
+	c.ReorderedMissSlowdown = 0
 	return c
 }
 
@@ -20,7 +32,7 @@ func KVSelectPreviousConfig() engine.Config {
 // term counting a shared prefix once, and no live-request or occupancy term, as it then was):
 // the base of kvselect-evict and of the cold-cache test's "off".
 func KVSelectNoStickConfig() engine.Config {
-	c := KVSelectConfig()
+	c := KVSelectArrivalConfig()
 	c.CacheStickShare, c.DecodeSharedPrefixOnce, c.ActiveRequestTokens = 0, true, 0
 	c.KVOccupancyWeight = 0
 	return c
@@ -32,7 +44,7 @@ func KVSelectNoStickConfig() engine.Config {
 // the partition's central learned speed (engine.Config.CentralPrefillSpeed): README, "Learned
 // worker speed".
 func KVSelectCentralConfig() engine.Config {
-	c := KVSelectConfig()
+	c := KVSelectArrivalConfig()
 	c.LearnContextCost, c.DecodeContextWeight, c.MissWorkWeight = false, 0, 1
 	c.KVPressureWeight, c.RobustKVSelect, c.CentralPrefillSpeed, c.ColdCacheShare = 0, false, true, 0
 	c.CacheStickShare, c.ActiveRequestTokens, c.KVOccupancyWeight = 0, 0, 0

@@ -23,11 +23,13 @@ import (
 //	                pricing, per-rank β and the pressure term with identical ranks priced at the
 //	                partition's central learned speed (KVSelectCentralConfig), kvselect-evict
 //	                the default before stickiness with an eviction's recompute priced for
-//	                the requests it delays (KVSelectEvictConfig; measured, not adopted)
+//	                the requests it delays (KVSelectEvictConfig; measured, not adopted),
+//	                kvselect-arrival the default with every partition priced as arrival-order
+//	                (KVSelectArrivalConfig: the default before reordered-miss pricing)
 //
 // "sglang-like", the earlier approximation of SGLang's router (it learned a prefix only when
 // the worker finished computing it), is accepted as an alias of "sglang".
-var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict"}
+var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict", "kvselect-arrival"}
 
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
@@ -48,7 +50,7 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict":
+	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict", "kvselect-arrival":
 		ec := engine.DefaultConfig()
 		switch name {
 		case "kvselect":
@@ -63,6 +65,8 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 			ec = KVSelectCentralConfig()
 		case "kvselect-evict":
 			ec = KVSelectEvictConfig()
+		case "kvselect-arrival":
+			ec = KVSelectArrivalConfig()
 		}
 		res, _, err := RunEngine(name, ec, cfg, reqs)
 		return res, err

@@ -111,6 +111,7 @@ func (t *Tracker) Add(b Booking) error {
 		}
 		t.pending++
 		st.pending++
+		st.order.admitted(b.AdmittedAt)
 		st.squares += square(b.PrefillTokens)
 		st.cross += cross(b.PrefillTokens, b.ContextTokens)
 	}

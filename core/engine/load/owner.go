@@ -65,6 +65,8 @@ type ownerState struct {
 	heat float64
 	// contexts sums the live bookings' prompt tokens (bookingRec.prompt; RankLoad.ContextTokens).
 	contexts uint64
+	// order observes the owner's first-token order (order.go).
+	order orderState
 }
 
 // AddOwner makes o known to the tracker so that bookings may name it. It is
@@ -84,6 +86,7 @@ func (t *Tracker) AddOwner(o kvwire.Owner) {
 	}
 	st := &t.owners[slot]
 	st.id, st.live, st.prefill, st.weight, st.pending, st.squares, st.cross, st.heat, st.contexts = o, true, 0, 0, 0, 0, 0, 0, 0
+	st.order = orderState{}
 	st.bookings = st.bookings[:0]
 	st.speed = speedState{}
 	st.speed.est.reset(t.defaultSpeed, t.ctx.kappa)

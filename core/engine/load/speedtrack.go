@@ -111,6 +111,11 @@ func (t *Tracker) PrefillCompleteAt(id string, now int64) error {
 	}
 	r := &t.books[bi]
 	st := &t.owners[r.slot]
+	if r.prefill > 0 {
+		if overtaken, ok := st.order.complete(r.admitted, now); ok {
+			t.reorder.observe(overtaken)
+		}
+	}
 	if r.prefill > 0 && st.speed.marked {
 		if now >= st.speed.mark {
 			if x1, x2, ms, ok := st.speed.complete(r.prefill, r.ctx, float64(now-st.speed.mark)/1e6); ok {

@@ -55,6 +55,8 @@ type Tracker struct {
 	speedSum speedSum
 	// ctx learns the partition's context share from every owner's samples (speed_context.go).
 	ctx ctxEstimator
+	// reorder learns whether the partition's engines reorder their waiting queues (order.go).
+	reorder reorderEstimator
 
 	// Cache heat (heat.go): the window W in tokens (0: off) and the common scale's
 	// exponent E.
