@@ -27,7 +27,10 @@ import (
 //	occupancy     = the rank's indexed blocks / the fullest rank's, × min(1, its cache heat /
 //	                (cold_cache_share · the mean's)): a cache few requests have used lately
 //	                holds stale blocks (kvselect_eviction.go)
-//	cost          = queue_ms + (1 + β)·own + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
+//	cost          = queue_ms + (1 + β)·own     (on a partition learned to reorder its queue,
+//	                  queue_ms + own + min(β'·own, reordered_miss_slowdown·(queue_ms + own)),
+//	                  β' the same without the cap: kvselect_reorder.go)
+//	                + eviction_weight·occupancy·(prefill_ms(isl − cached) − C)
 //	                  ·(1 + min(β, eviction_miss_work))   (default 0; kvselect_eviction.go)
 //	                + pressure (pinned blocks beyond the rank's KV capacity, recomputed at
 //	                  (1 + min(β, 1))·B; kv_pressure_weight, default 1; kvselect_pressure.go)
