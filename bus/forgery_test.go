@@ -25,9 +25,14 @@ func TestForgedStormChangesOnlyCounters(t *testing.T) {
 	var sr sink
 	r := newRep(t, n.Connect(), sr.hook(Config{ReplicaID: recv, Peers: []string{peer}, DiscoverPeers: true}))
 	p := newRep(t, n.Connect(), Config{ReplicaID: peer, HeartbeatInterval: 50 * time.Millisecond})
+	// The member list changes before the join callback runs: wait for both, so that a late
+	// callback is not mistaken for one a forgery caused.
 	waitFor(t, func() error {
 		if m := r.Members(); len(m) != 1 || m[0].ID != peer {
 			return fmt.Errorf("members %+v", m)
+		}
+		if c := sr.changes(); len(c) != 1 {
+			return fmt.Errorf("member callbacks %+v", c)
 		}
 		return nil
 	})
