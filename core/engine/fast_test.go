@@ -403,7 +403,7 @@ func TestFastPathDifferential(t *testing.T) {
 				tw.orderDrift = strings.HasSuffix(name, "_reorder")
 				tw.run(steps)
 				for _, st := range tw.fast.PartitionStats() {
-					if st.Reordered {
+					if st.QueueOrder.Reordered {
 						reordered++
 					}
 				}

@@ -32,12 +32,19 @@ type PartitionLoads struct {
 	QueueOrder *QueueOrder `json:"queue_order,omitempty"`
 }
 
-// QueueOrder is PartitionLoads.QueueOrder: the share of prefill completions a younger booking
-// of the same rank overtook, its samples, and whether the partition counts as reordering.
+// QueueOrder is a partition's learned queue discipline (GET /loads, PartitionStats): the share
+// of prefill completions a younger booking of the same rank overtook, its samples, and whether
+// the partition counts as reordering.
 type QueueOrder struct {
 	OvertakenShare float64 `json:"overtaken_share"`
 	Samples        uint64  `json:"samples"`
 	Reordered      bool    `json:"reordered"`
+}
+
+// queueOrderOf is tr's learned queue discipline.
+func queueOrderOf(tr *load.Tracker) QueueOrder {
+	share, n := tr.ReorderShare()
+	return QueueOrder{OvertakenShare: share, Samples: n, Reordered: tr.Reordered()}
 }
 
 // RankSpeed is one row of PartitionLoads.PrefillSpeeds.
@@ -80,8 +87,8 @@ func (e *Engine) loads(model, group string, speeds bool) []PartitionLoads {
 		pl := PartitionLoads{ModelName: key.Model, RoutingGroup: key.Group, Loads: make([]PotentialLoad, 0, len(buf))}
 		if speeds {
 			pl.PrefillSpeeds = make([]RankSpeed, 0, len(buf))
-			share, n := p.tracker.ReorderShare()
-			pl.QueueOrder = &QueueOrder{OvertakenShare: share, Samples: n, Reordered: p.tracker.Reordered()}
+			qo := queueOrderOf(p.tracker)
+			pl.QueueOrder = &qo
 		}
 		for _, l := range buf {
 			pl.Loads = append(pl.Loads, PotentialLoad{

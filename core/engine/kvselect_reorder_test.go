@@ -90,12 +90,12 @@ func TestReorderedPricingFollowsTheLearnedOrder(t *testing.T) {
 		e, now := reorderFleet(t, c.slowdown, c.teach)
 		resp, err := e.Select(selReq("", prompt), now)
 		noErr(t, err)
-		st := e.PartitionStats()[0]
-		t.Logf("%s: worker %d, overtaken share %.2f over %d samples, reordered %v", c.name, resp.WorkerID, st.OvertakenShare, st.OrderSamples, st.Reordered)
+		st := e.PartitionStats()[0].QueueOrder
+		t.Logf("%s: worker %d, overtaken share %.2f over %d samples, reordered %v", c.name, resp.WorkerID, st.OvertakenShare, st.Samples, st.Reordered)
 		if resp.WorkerID != c.want {
 			t.Errorf("%s: worker %d, want %d", c.name, resp.WorkerID, c.want)
 		}
-		if st.OrderSamples < 40 || st.Reordered != c.teach || (st.OvertakenShare == 1) != c.teach {
+		if st.Samples < 40 || st.Reordered != c.teach || (st.OvertakenShare == 1) != c.teach {
 			t.Errorf("%s: stats %+v", c.name, st)
 		}
 	}

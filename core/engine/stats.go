@@ -18,12 +18,8 @@ type PartitionStats struct {
 	// units of the prior's attention cost per pair, 0 while unlearned or on an engine that does
 	// not pay for cached context.
 	ContextShare float64
-	// OvertakenShare is the partition's learned share of prefill completions a younger booking of
-	// the same rank overtook, over OrderSamples samples, and Reordered whether that makes its
-	// engines count as reordering their queues (load/order.go; kvselect_reorder.go).
-	OvertakenShare float64
-	OrderSamples   uint64
-	Reordered      bool
+	// QueueOrder is the partition's learned queue discipline (load/order.go; kvselect_reorder.go).
+	QueueOrder QueueOrder
 }
 
 // PartitionStats returns every partition's statistics, sorted by key.
@@ -37,10 +33,8 @@ func (e *Engine) PartitionStats() []PartitionStats {
 			IndexNodes: is.Nodes, IndexEntries: is.Entries, IndexBytes: is.Bytes,
 			Bookings: p.tracker.Len(), Sessions: len(p.sessions), Quality: p.quality,
 			PrefillSpeeds: p.prefillSpeeds(), ContextShare: p.tracker.ContextShare(),
+			QueueOrder: queueOrderOf(p.tracker),
 		})
-		st := &out[len(out)-1]
-		st.OvertakenShare, st.OrderSamples = p.tracker.ReorderShare()
-		st.Reordered = p.tracker.Reordered()
 	}
 	return out
 }

@@ -149,10 +149,10 @@ func collectPrefillSpeeds(ch chan<- prometheus.Metric, p engine.PartitionStats) 
 	ch <- prometheus.MustNewConstMetric(descSpeedSamples, prometheus.CounterValue, float64(samples), m, g)
 	ch <- prometheus.MustNewConstMetric(descCtxShare, prometheus.GaugeValue, p.ContextShare, m, g)
 	reordered := 0.0
-	if p.Reordered {
+	if p.QueueOrder.Reordered {
 		reordered = 1
 	}
-	ch <- prometheus.MustNewConstMetric(descReorder, prometheus.GaugeValue, p.OvertakenShare, m, g)
+	ch <- prometheus.MustNewConstMetric(descReorder, prometheus.GaugeValue, p.QueueOrder.OvertakenShare, m, g)
 	ch <- prometheus.MustNewConstMetric(descReordered, prometheus.GaugeValue, reordered, m, g)
 }
 

@@ -30,8 +30,9 @@ func TestReorderingEngineLearnedAndPriced(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, st := range p.eng.PartitionStats() {
-			reordered = reordered || st.Reordered
-			t.Logf("%s %v×: overtaken share %.3f over %d samples", model, speedup, st.OvertakenShare, st.OrderSamples)
+			qo := st.QueueOrder
+			reordered = reordered || qo.Reordered
+			t.Logf("%s %v×: overtaken share %.3f over %d samples", model, speedup, qo.OvertakenShare, qo.Samples)
 		}
 		if arrival, err = RunPolicy("kvselect-arrival", cfg, reqs); err != nil {
 			t.Fatal(err)
