@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The cache-aware baselines must find the reuse a conversation trace offers: on agentic
 // sessions (each turn extends the last) every one of them clearly beats round-robin's hit
@@ -32,6 +35,11 @@ func TestCacheAwareBaselinesBeatRoundRobin(t *testing.T) {
 	for _, name := range PolicyNames {
 		if a, b := run(name), run(name); a != b {
 			t.Errorf("%s: two runs differ:\n%+v\n%+v", name, a, b)
+		}
+	}
+	for name := range engineConfigs {
+		if !slices.Contains(PolicyNames, name) {
+			t.Errorf("engine policy %q is not in PolicyNames", name)
 		}
 	}
 }

@@ -31,6 +31,19 @@ import (
 // the worker finished computing it), is accepted as an alias of "sglang".
 var PolicyNames = []string{"random", "round-robin", "least-loaded", "prefix-hash", "max-overlap", "sglang", "llm-d", "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict", "kvselect-arrival"}
 
+// engineConfigs are the policies that are the selection engine at some configuration: Dynamo's
+// formula and kvselect's default with its variants.
+var engineConfigs = map[string]func() engine.Config{
+	"dynamo":            engine.DefaultConfig,
+	"kvselect":          KVSelectConfig,
+	"kvselect-queue":    KVSelectQueueConfig,
+	"kvselect-aging":    KVSelectAgingConfig,
+	"kvselect-central":  KVSelectCentralConfig,
+	"kvselect-previous": KVSelectPreviousConfig,
+	"kvselect-evict":    KVSelectEvictConfig,
+	"kvselect-arrival":  KVSelectArrivalConfig,
+}
+
 // RunPolicy runs the named policy on reqs.
 func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	switch name {
@@ -50,25 +63,9 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 	case "llm-d":
 		p := NewLLMD(cfg.Seed)
 		return Run(cfg, reqs, p, SinkOf(p))
-	case "dynamo", "kvselect", "kvselect-queue", "kvselect-aging", "kvselect-central", "kvselect-previous", "kvselect-evict", "kvselect-arrival":
-		ec := engine.DefaultConfig()
-		switch name {
-		case "kvselect":
-			ec = KVSelectConfig()
-		case "kvselect-queue":
-			ec = KVSelectQueueConfig()
-		case "kvselect-aging":
-			ec = KVSelectAgingConfig()
-		case "kvselect-previous":
-			ec = KVSelectPreviousConfig()
-		case "kvselect-central":
-			ec = KVSelectCentralConfig()
-		case "kvselect-evict":
-			ec = KVSelectEvictConfig()
-		case "kvselect-arrival":
-			ec = KVSelectArrivalConfig()
-		}
-		res, _, err := RunEngine(name, ec, cfg, reqs)
+	}
+	if config, ok := engineConfigs[name]; ok {
+		res, _, err := RunEngine(name, config(), cfg, reqs)
 		return res, err
 	}
 	return Result{}, fmt.Errorf("unknown policy %q (known: %v)", name, PolicyNames)
