@@ -41,6 +41,11 @@ var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B()}
 //   - PerDecode = 0.01 ms.
 //   - KVTokens: the H100 preset's (same memory, weights and activations): ≈ 396 K tokens.
 //   - MaxNumBatchedTokens 2048, MaxNumSeqs 256: vLLM's defaults on an A100 (above).
+//
+// It repeats h100Llama8B's formulas with the A100's constants on purpose: written as one helper
+// over GPU parameters, they are evaluated in float64 at run time instead of exactly at compile
+// time, and the H100 preset's PerToken and PerAttnPair change in their last bit (measured),
+// which would move every committed H100 result.
 func a100Llama8B() Spec {
 	kvBytes := 2.0 * 32 * 8 * 128 * 2
 	return Spec{
