@@ -226,8 +226,9 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 	return min(k.w.missWork, max(float64(pending), k.sat))
 }
 
-// price is the speed model a rank whose learned (or prior) model is sp is priced with. The
-// reference speed is the configured prior, or the partition's central learned speed
+// price is the speed model a rank whose published model is sp (zero while unknown: fewer than
+// load.TrustedSamples samples) is priced with. With RobustKVSelect, consensusPrice. Otherwise
+// the reference speed is the configured prior, or the partition's central learned speed
 // (w.central: the median over ranks with enough samples, load.Tracker.CentralSpeed; set only
 // with Config.CentralPrefillSpeed, opt-in) when that lies outside a factor of speedDeadband of
 // the prior — the prior itself is then wrong. A rank
@@ -246,11 +247,13 @@ func (k *kvselectTerms) betaAt(pending int) float64 {
 // priced at its learned speed.
 func (k *kvselectTerms) price(sp load.SpeedModel) load.SpeedModel {
 	ref := k.w.prior
-	if k.w.fixedSpeed || !(sp.B > 0) {
+	switch {
+	case k.w.fixedSpeed:
 		return ref
-	}
-	if k.w.robust {
+	case k.w.robust:
 		return k.consensusPrice(sp)
+	case !(sp.B > 0):
+		return ref
 	}
 	if c := k.w.central; c.B > 0 && !withinBand(c.B, ref.B) {
 		ref = c

@@ -121,7 +121,7 @@ func identicalRanksPricedAlike(t *testing.T, name string, robust, central, want 
 	distinct := map[float64]bool{}
 	for _, r := range rows {
 		distinct[r.MSPerToken] = true
-		if !(r.MSPerToken > 2*prior.B) || r.Samples < load.CentralMinSamples {
+		if !(r.MSPerToken > 2*prior.B) || r.Samples < load.TrustedSamples {
 			t.Fatalf("rank %d: %.4f ms/token after %d samples, prior %.4f: the test needs every rank learned outside the prior's band", r.DPRank, r.MSPerToken, r.Samples, prior.B)
 		}
 	}

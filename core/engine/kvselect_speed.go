@@ -21,16 +21,17 @@ import "github.com/kvselect/kvselect/core/engine/load"
 //     churns those caches in turn (a feedback loop that turned an overloaded agentic workload
 //     on the legacy model from bad to collapsed).
 //
-// With RobustKVSelect the reference is the partition's consensus — the mean per-token cost of its ranks' learned
-// models, B̄ — not the prior: a rank whose learned B lies within a factor of speedDeadband of
-// B̄ is priced as the prior scaled to B̄ (every rank alike: the shared slowdown is priced, the
-// noise is not acted on), a rank outside it at its own learned model. Against the prior (the
-// earlier rule) the band was discontinuous exactly where it mattered: with the fleet's factors
-// straddling the band's edge (1.93–2.99 against a band of 2), some ranks were priced at the
-// prior and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic
-// workload's tail to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no
-// rank's speed known, every rank is priced at the prior. RobustKVSelect is the default; without
-// it kvselectTerms.price applies the earlier prior-relative band (kvselect_cost.go).
+// With RobustKVSelect the reference is the partition's consensus — the mean per-token cost of its
+// ranks' learned models, B̄, over the ranks whose estimate is trusted (load.TrustedSamples samples)
+// — not the prior: a rank whose learned B lies within a factor of consensusBand of B̄ is priced as
+// the prior scaled to B̄ (every rank alike: the shared slowdown is priced, the noise is not acted
+// on), a rank outside it at its own learned model, a rank not trusted yet at B̄. Against the prior
+// (the earlier rule) the band was discontinuous exactly where it mattered: with the fleet's factors
+// straddling the band's edge (1.93–2.99 against a band of 2), some ranks were priced at the prior
+// and the others at 2–3× it — an artificial 2–3× imbalance that drove the agentic workload's tail
+// to 7–10× the best baseline's. With learning off (FixedPrefillModel) or no rank's speed trusted
+// yet, every rank is priced at the prior. RobustKVSelect is the default; without it
+// kvselectTerms.price applies the earlier prior-relative band (kvselect_cost.go).
 
 // consensusBand is the factor, around the partition's consensus, within which a rank's learned
 // speed is not acted on (see above): above the estimator's steady-state error (within 10 % of
@@ -38,16 +39,19 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // the ranks of a vLLM-style fleet (1.9–3.0× the prior in the example above).
 const consensusBand = 1.25
 
-// consensusPrice is price with RobustKVSelect (see the top of this file), for a known sp with
-// learning on. The consensus B̄ = sumB/nB, its band edge and the prior scaled to it are
-// computed once per selection (settle, kvselect_partition.go); when no rank's speed is known
-// (nB = 0) or the prior has no per-token cost there is no consensus (agreed false) and sp is
-// priced at the prior.
+// consensusPrice is price with RobustKVSelect (see the top of this file), with learning on. The
+// consensus B̄ = sumB/nB over the ranks whose speed is known (trusted: load.TrustedSamples), its
+// band edge and the prior scaled to it are computed once per selection (settle,
+// kvselect_partition.go); when no rank's speed is known (nB = 0) or the prior has no per-token
+// cost there is no consensus (agreed false) and every rank is priced at the prior. A rank whose
+// own speed is not known yet is priced at the consensus: what the partition's ranks agree on is
+// the best guess for one more of them, and a rank that is genuinely different is priced as such
+// once it has shown it.
 func (k *kvselectTerms) consensusPrice(sp load.SpeedModel) load.SpeedModel {
 	if !k.agreed {
 		return k.w.prior
 	}
-	if sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B {
+	if !(sp.B > 0) || (sp.B < k.consensusHi && float64(sp.B*consensusBand) > k.consensus.B) {
 		return k.consensus
 	}
 	return sp

@@ -20,7 +20,8 @@ func speedTerms(fixed bool, bs ...float64) kvselectTerms {
 
 // TestPriceAgainstConsensus: ranks whose learned speeds straddle what used to be the deadband's
 // edge around the prior (1.9 and 2.1 × the prior) are priced alike, at the consensus; a rank
-// beyond 1.25× the consensus at its own speed; with learning off, or nothing learned, the prior.
+// beyond 1.25× the consensus at its own speed; a rank whose speed is not known yet at the
+// consensus; with learning off, or nothing known, the prior.
 func TestPriceAgainstConsensus(t *testing.T) {
 	k := speedTerms(false, 1.9, 2.1, 2.0, 2.0)
 	lo, hi := k.price(load.SpeedModel{A: 0.0019, B: 1.9, C: 19}), k.price(load.SpeedModel{A: 0.0021, B: 2.1, C: 21})
@@ -43,8 +44,11 @@ func TestPriceAgainstConsensus(t *testing.T) {
 	if got := none.price(slow); got != prior {
 		t.Errorf("no rank observed: priced %+v, want the prior", got)
 	}
-	if got := one.price(load.SpeedModel{}); got != prior {
-		t.Errorf("unknown speed: priced %+v, want the prior", got)
+	if got := none.price(load.SpeedModel{}); got != prior {
+		t.Errorf("unknown speed, no rank known: priced %+v, want the prior", got)
+	}
+	if got := one.price(load.SpeedModel{}); math.Abs(got.B-2) > 1e-12 || math.Abs(got.C-20) > 1e-9 {
+		t.Errorf("unknown speed beside a rank known at 2× the prior: priced %+v, want the consensus (B = 2)", got)
 	}
 }
 

@@ -39,14 +39,15 @@ func (t *Tracker) checkAggregates() error {
 }
 
 // TestAggregatesMatchScan: after every step of seeded random sequences of owners coming and
-// going, bookings, timed and untimed prefill completions (the timed ones teach speeds), frees,
-// expiry and prior changes, BusyOwners, PendingPrefills and SpeedSum equal a fresh scan. Priors
+// going, bookings, timed and untimed prefill completions (the timed ones teach speeds), busy
+// stretches long enough for a speed to be published, frees, expiry and prior changes, BusyOwners, PendingPrefills and SpeedSum equal a fresh scan. Priors
 // are non-dyadic so that any reassociation of the speed sum would show in its last bits.
 func TestAggregatesMatchScan(t *testing.T) {
 	seeds, steps := 40, 600
 	if testing.Short() {
 		seeds = 10
 	}
+	// learned counts the owners whose speed is published (trusted): only those move SpeedSum.
 	var learned, sumChanges, busyMax int
 	for seed := range uint64(seeds) {
 		r := rand.New(rand.NewPCG(seed, 0xa66))
@@ -66,7 +67,24 @@ func TestAggregatesMatchScan(t *testing.T) {
 		now := int64(0)
 		prevSum, prevK, _ := tr.SpeedSum()
 		for step := range steps {
-			switch op := r.IntN(100); {
+			switch op := r.IntN(103); {
+			case op >= 100:
+				// A busy stretch of back-to-back prefills on one owner, each timed near its
+				// prior's estimate: enough samples for the owner's speed to be published.
+				o := owner()
+				for j := range TrustedSamples + 2 {
+					b := Booking{ID: fmt.Sprint("s", step, "-", j), Owner: o, Hashes: chain([]uint64{9, uint64(step), uint64(j)}),
+						PrefillTokens: uint64(500 + r.IntN(4000)), AdmittedAt: now}
+					if tr.Add(b) != nil {
+						break
+					}
+					now += int64((0.5+r.Float64())*tr.Speed(o).Model.MS(float64(b.PrefillTokens))*1e6) + 1
+					_ = tr.PrefillCompleteAt(b.ID, now)
+					_ = tr.Free(b.ID)
+					if err := tr.checkAggregates(); err != nil {
+						t.Fatalf("seed %d step %d stretch %d: %v", seed, step, j, err)
+					}
+				}
 			case op < 4:
 				tr.AddOwner(owner())
 			case op < 6:
@@ -102,7 +120,7 @@ func TestAggregatesMatchScan(t *testing.T) {
 			busyMax = max(busyMax, tr.BusyOwners())
 		}
 		for _, o := range tr.ids {
-			if tr.Speed(o).Samples > 0 {
+			if tr.Speed(o).Samples >= TrustedSamples {
 				learned++
 			}
 		}

@@ -26,8 +26,8 @@ type RankLoad struct {
 	// PrefillCross is the sum over those prefills of PrefillTokens × ContextTokens (each capped
 	// at 2^31): with the speed model's K it prices their attention to cached context.
 	PrefillCross uint64
-	// Speed is the owner's prefill-speed model: learned from its prefill completions
-	// (speedtrack.go), the prior until then.
+	// Speed is the owner's published prefill-speed model: learned from its prefill completions
+	// (speedtrack.go), zero ("unknown") until it has TrustedSamples of them.
 	Speed SpeedModel
 	// CacheHeat is the owner's recent prompt tokens, cached and uncached, in the tracker's
 	// common scale (heat.go): comparable with other owners' read at the same moment, nothing
@@ -95,7 +95,7 @@ func (t *Tracker) AddOwner(o kvwire.Owner) {
 	at, _ := slices.BinarySearchFunc(t.ids, o, kvwire.Owner.Compare)
 	t.order = slices.Insert(t.order, at, slot)
 	t.ids = slices.Insert(t.ids, at, o)
-	t.speeds = slices.Insert(t.speeds, at, st.speed.est.cur)
+	t.speeds = slices.Insert(t.speeds, at, st.speed.published())
 	t.renumber(at)
 	t.version++
 }
@@ -180,7 +180,7 @@ func (t *Tracker) fill(d *RankLoad, slot uint32) {
 	d.Owner, d.ActivePrefillTokens, d.ActiveBlocks = st.id, st.prefill, roundBlocks(st.weight)
 	d.ActiveRequests, d.PendingPrefills, d.PrefillSquares = len(st.bookings), st.pending, st.squares
 	d.PrefillCross, d.ContextTokens = st.cross, st.contexts
-	d.Speed = st.speed.est.cur
+	d.Speed = st.speed.published()
 	d.CacheHeat = 0
 	if t.heatW > 0 {
 		d.CacheHeat = st.heat

@@ -11,10 +11,6 @@ import "slices"
 // kvselectTerms.price) therefore prices every rank whose speed is close to the central one
 // alike, and needs the central speed for it.
 
-// CentralMinSamples is how many learned samples a rank needs to count towards the central
-// speed: enough that its estimate has left the prior (warmSamples are taken at full weight).
-const CentralMinSamples = 2 * warmSamples
-
 // centralSpeed caches the central speed between changes of any rank's speed or of the owner
 // set. Invariant: when fresh and version equals the tracker's, model is the median described
 // at CentralSpeed.
@@ -26,7 +22,7 @@ type centralSpeed struct {
 }
 
 // CentralSpeed is the median-B speed model among the live owners with at least
-// CentralMinSamples samples (the lower median for an even count; of the owners whose B is the
+// TrustedSamples samples (the lower median for an even count; of the owners whose B is the
 // median, the first in owner order), or the zero model when no owner has that many. It is
 // recomputed, in O(n log n), only after a rank's published speed or the owner set changed;
 // otherwise O(1). Deterministic: it depends on owner order only.
@@ -38,7 +34,7 @@ func (t *Tracker) CentralSpeed() SpeedModel {
 	c.fresh, c.version, c.model = true, t.version, SpeedModel{}
 	bs := c.scratch[:0]
 	for _, slot := range t.order {
-		if st := &t.owners[slot]; st.speed.est.samples >= CentralMinSamples && st.speed.est.cur.Valid() {
+		if st := &t.owners[slot]; st.speed.est.samples >= TrustedSamples && st.speed.est.cur.Valid() {
 			bs = append(bs, st.speed.est.cur.B)
 		}
 	}
@@ -49,7 +45,7 @@ func (t *Tracker) CentralSpeed() SpeedModel {
 	slices.Sort(bs)
 	med := bs[(len(bs)-1)/2]
 	for _, slot := range t.order {
-		if st := &t.owners[slot]; st.speed.est.samples >= CentralMinSamples && st.speed.est.cur.B == med {
+		if st := &t.owners[slot]; st.speed.est.samples >= TrustedSamples && st.speed.est.cur.B == med {
 			c.model = st.speed.est.cur
 			break
 		}

@@ -34,10 +34,10 @@ func TestCentralSpeedMedianOfLearnedRanks(t *testing.T) {
 	}
 	// Four ranks learned 2.2–2.8×, one 9× (a different GPU): the median is a typical rank's.
 	for i, s := range []float64{2.8, 2.2, 9, 2.5} {
-		learn(tr, os[i], 3*CentralMinSamples, s)
+		learn(tr, os[i], 3*TrustedSamples, s)
 	}
 	// The fifth has too few samples to count.
-	learn(tr, os[4], CentralMinSamples-1, 0.5)
+	learn(tr, os[4], TrustedSamples-1, 0.5)
 	got := tr.CentralSpeed()
 	want := tr.Speed(os[3]).Model // 2.5×: the lower median of {2.2, 2.5, 2.8, 9}
 	if got != want || got.B == testPrior.B {
@@ -53,5 +53,57 @@ func TestCentralSpeedMedianOfLearnedRanks(t *testing.T) {
 	// {0.5, 2.8, 9}: the median is rank 1's.
 	if got, want := tr.CentralSpeed(), tr.Speed(os[0]).Model; got != want {
 		t.Fatalf("after removals: central %+v, want %+v", got, want)
+	}
+}
+
+// TestSpeedPublishedOnceTrusted: a rank's estimate moves with its first sample, but what the
+// cost reads — SpeedAt, RankLoad.Speed, SpeedSum — stays unknown until TrustedSamples samples,
+// then is the estimate.
+func TestSpeedPublishedOnceTrusted(t *testing.T) {
+	tr := NewTracker()
+	tr.SetDefaultSpeed(testPrior)
+	a, b := kvwire.Owner{Worker: 1}, kvwire.Owner{Worker: 2}
+	tr.AddOwner(a)
+	tr.AddOwner(b)
+	unknown := func(when string) {
+		t.Helper()
+		if sum, _, n := tr.SpeedSum(); n != 0 || sum != 0 {
+			t.Fatalf("%s: SpeedSum %v over %d ranks, want none", when, sum, n)
+		}
+		for i, l := range tr.Loads(nil) {
+			if tr.SpeedAt(i) != (SpeedModel{}) || l.Speed != (SpeedModel{}) {
+				t.Fatalf("%s: rank %d published %+v / %+v, want unknown", when, i, tr.SpeedAt(i), l.Speed)
+			}
+		}
+	}
+	// Samples as a batching engine gives them: fifty short prefills merged into one, completed
+	// in 0.15 of the prior's time for them.
+	batches := func(n uint64) {
+		slot := tr.slots[a]
+		st := &tr.owners[slot].speed
+		x := 50 * st.est.prior.MS(500)
+		for range n {
+			st.est.observeWork(x, 0, 0.15*x)
+		}
+		tr.publishSpeed(slot)
+	}
+	unknown("no samples")
+	batches(1)
+	if est := tr.Speed(a); est.Samples != 1 || !(est.Model.B < 0.5*testPrior.B) {
+		t.Fatalf("one batch at 0.15× the prior: estimate %+v, want it well below the prior", est)
+	}
+	unknown("one sample")
+	batches(TrustedSamples - 2)
+	unknown("one sample short of trusted")
+	batches(1)
+	est := tr.Speed(a).Model
+	if got := tr.SpeedAt(0); got != est || tr.Loads(nil)[0].Speed != est {
+		t.Fatalf("trusted: published %+v, want the estimate %+v", got, est)
+	}
+	if sum, _, n := tr.SpeedSum(); n != 1 || sum != est.B {
+		t.Fatalf("trusted: SpeedSum %v over %d ranks, want %v over 1", sum, n, est.B)
+	}
+	if got := tr.SpeedAt(1); got != (SpeedModel{}) {
+		t.Fatalf("the rank without samples published %+v, want unknown", got)
 	}
 }
