@@ -19,9 +19,9 @@ func speedTerms(fixed bool, bs ...float64) kvselectTerms {
 }
 
 // TestPriceAgainstConsensus: ranks whose learned speeds straddle what used to be the deadband's
-// edge around the prior (1.9 and 2.1 × the prior) are priced alike, at the consensus; a rank
-// beyond 1.25× the consensus at its own speed; a rank whose speed is not known yet at the
-// consensus; with learning off, or nothing known, the prior.
+// edge around the prior (1.9 and 2.1 × the prior) are priced alike, at the consensus, and so is
+// a rank 1.4× the consensus; a rank 2× the consensus at its own speed; a rank whose speed is not
+// known yet at the consensus; with learning off, or nothing known, the prior.
 func TestPriceAgainstConsensus(t *testing.T) {
 	k := speedTerms(false, 1.9, 2.1, 2.0, 2.0)
 	lo, hi := k.price(load.SpeedModel{A: 0.0019, B: 1.9, C: 19}), k.price(load.SpeedModel{A: 0.0021, B: 2.1, C: 21})
@@ -35,6 +35,12 @@ func TestPriceAgainstConsensus(t *testing.T) {
 	}
 	if got := k.price(load.SpeedModel{A: 0.0025, B: 2.5, C: 25}); math.Abs(got.B-3) > 1e-12 {
 		t.Errorf("a rank within 1.25× of the consensus (3) priced at B = %v, want 3", got.B)
+	}
+	// 1.4× the consensus is what identical batching ranks learn from their loads alone (a busier
+	// rank batches more and measures faster): priced at the consensus too.
+	k = speedTerms(false, 1, 1, 1, 1.6)
+	if got := k.price(load.SpeedModel{A: 0.0016, B: 1.6, C: 16}); math.Abs(got.B-1.15) > 1e-12 {
+		t.Errorf("a rank 1.39× the consensus (1.15) priced at B = %v, want 1.15", got.B)
 	}
 	prior := load.SpeedModel{A: 0.001, B: 1, C: 10}
 	fixed, none, one := speedTerms(true, 2, 2), speedTerms(false), speedTerms(false, 2)
