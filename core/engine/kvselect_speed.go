@@ -43,7 +43,7 @@ import "github.com/kvselect/kvselect/core/engine/load"
 // the mean was 3.0× llm-d's (1.4× at 1.5). It stays below what tells a different worker from
 // the rest — a GPU of another generation, a worker sharing its GPU, an A100 beside H100s (about
 // 3× slower prefill, integration/fleet) — which is priced at its own speed. 1.5 and 2 gave the
-// same decisions on five matrices but for one or two cells each (README, "Speeds priced once
+// same decisions on four matrices but for one or two cells each (README, "Speeds priced once
 // trusted"); the smaller keeps more of a genuine difference.
 const consensusBand = 1.5
 

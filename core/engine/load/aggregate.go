@@ -33,9 +33,9 @@ type speedSum struct {
 }
 
 // SpeedSum returns the sum of the per-token costs B of the owners' published speed models
-// (SpeedAt: trusted ones only) that are positive, added left to right in ordinal order in float64, the sum of
-// those models' context coefficients K, and how many there are: bit for bit the sums of a
-// fresh loop `for i := range Owners() { if sp := SpeedAt(i); sp.B > 0 { sum += sp.B; sumK +=
+// (SpeedAt: trusted ones only) that are positive, added left to right in ordinal order in
+// float64, the sum of those models' context coefficients K, and how many there are: bit for bit
+// the sums of a fresh loop `for i := range Owners() { if sp := SpeedAt(i); sp.B > 0 { sum += sp.B; sumK +=
 // sp.K; n++ } }`. It is recomputed, in O(owners), only after a published speed's B or K or the
 // owner set changed; otherwise O(1).
 func (t *Tracker) SpeedSum() (sum, sumK float64, n int) {
@@ -53,9 +53,9 @@ func (t *Tracker) SpeedSum() (sum, sumK float64, n int) {
 	return c.sum, c.sumK, c.n
 }
 
-// publishSpeed copies slot's published model (speedState.published) into the ordinal-indexed speeds, and invalidates the
-// caches that depend on it: CentralSpeed always (it also counts samples), SpeedSum when B or
-// K changed.
+// publishSpeed copies slot's published model (speedState.published) into the ordinal-indexed
+// speeds, and invalidates the caches that depend on it: CentralSpeed always (it also counts
+// samples), SpeedSum when B or K changed.
 func (t *Tracker) publishSpeed(slot uint32) {
 	sp := &t.speeds[t.ord[slot]]
 	cur := t.owners[slot].speed.published()

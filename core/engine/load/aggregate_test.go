@@ -40,8 +40,9 @@ func (t *Tracker) checkAggregates() error {
 
 // TestAggregatesMatchScan: after every step of seeded random sequences of owners coming and
 // going, bookings, timed and untimed prefill completions (the timed ones teach speeds), busy
-// stretches long enough for a speed to be published, frees, expiry and prior changes, BusyOwners, PendingPrefills and SpeedSum equal a fresh scan. Priors
-// are non-dyadic so that any reassociation of the speed sum would show in its last bits.
+// stretches long enough for a speed to be published, frees, expiry and prior changes,
+// BusyOwners, PendingPrefills and SpeedSum equal a fresh scan. Priors are non-dyadic so that any
+// reassociation of the speed sum would show in its last bits.
 func TestAggregatesMatchScan(t *testing.T) {
 	seeds, steps := 40, 600
 	if testing.Short() {
