@@ -34,8 +34,8 @@ func (t *Tracker) CentralSpeed() SpeedModel {
 	c.fresh, c.version, c.model = true, t.version, SpeedModel{}
 	bs := c.scratch[:0]
 	for _, slot := range t.order {
-		if st := &t.owners[slot]; st.speed.est.samples >= TrustedSamples && st.speed.est.cur.Valid() {
-			bs = append(bs, st.speed.est.cur.B)
+		if m := t.owners[slot].speed.published(); m.Valid() {
+			bs = append(bs, m.B)
 		}
 	}
 	c.scratch = bs
@@ -45,8 +45,8 @@ func (t *Tracker) CentralSpeed() SpeedModel {
 	slices.Sort(bs)
 	med := bs[(len(bs)-1)/2]
 	for _, slot := range t.order {
-		if st := &t.owners[slot]; st.speed.est.samples >= TrustedSamples && st.speed.est.cur.B == med {
-			c.model = st.speed.est.cur
+		if m := t.owners[slot].speed.published(); m.B == med {
+			c.model = m
 			break
 		}
 	}

@@ -8,11 +8,15 @@ import (
 
 // learn gives o n samples at factor s of its prior (each of the prior's time for 1000 tokens).
 func learn(tr *Tracker, o kvwire.Owner, n int, s float64) {
+	learnWork(tr, o, n, tr.owners[tr.slots[o]].speed.est.prior.MS(1000), s)
+}
+
+// learnWork gives o n samples of work x (ms at its prior's speed) taking s·x, and publishes.
+func learnWork(tr *Tracker, o kvwire.Owner, n int, x, s float64) {
 	slot := tr.slots[o]
 	st := &tr.owners[slot].speed
-	p := st.est.prior.MS(1000)
 	for range n {
-		st.est.observeWork(p, 0, s*p)
+		st.est.observeWork(x, 0, s*x)
 	}
 	tr.publishSpeed(slot)
 }
@@ -78,15 +82,8 @@ func TestSpeedPublishedOnceTrusted(t *testing.T) {
 	}
 	// Samples as a batching engine gives them: fifty short prefills merged into one, completed
 	// in 0.15 of the prior's time for them.
-	batches := func(n uint64) {
-		slot := tr.slots[a]
-		st := &tr.owners[slot].speed
-		x := 50 * st.est.prior.MS(500)
-		for range n {
-			st.est.observeWork(x, 0, 0.15*x)
-		}
-		tr.publishSpeed(slot)
-	}
+	batch := 50 * testPrior.MS(500)
+	batches := func(n int) { learnWork(tr, a, n, batch, 0.15) }
 	unknown("no samples")
 	batches(1)
 	if est := tr.Speed(a); est.Samples != 1 || !(est.Model.B < 0.5*testPrior.B) {
