@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "run the CI-size subset (two short synthetic workloads, 8B preset, 8 workers, one load and the overload point)")
 	traces := fs.String("traces", "", "directory of the shared traces (default $KVSELECT_TRACES, else ../shared/traces or ../../shared/traces)")
-	presets := fs.String("presets", "", "comma-separated engine presets (default: all of "+strings.Join(fleet.PresetNames(), ", ")+"; --quick: h100-8b; also "+strings.Join(fleet.AllPresetNames()[len(fleet.PresetNames()):], ", ")+")")
+	presets := fs.String("presets", "", "comma-separated engine presets (default: all of "+strings.Join(fleet.PresetNames(), ", ")+"; --quick: h100-8b; also "+strings.Join(fleet.AllPresetNames()[len(fleet.PresetNames()):], ", ")+"; presets joined by + make a mixed fleet, e.g. h100-8b+a100-8b)")
 	workloads := fs.String("workloads", "", "comma-separated workload names to keep (a name before its /sN keeps every seed); default all")
 	capacities := fs.String("capacities", "", "comma-separated capacities to keep (ample, tight); default all")
 	workers := fs.String("workers", "", "comma-separated fleet sizes (default 8,16; --quick: 8)")
@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *presets != "" {
 		m.Presets = splitList(*presets)
 		for _, p := range m.Presets {
-			if _, err := fleet.Preset(p); err != nil {
+			if _, err := fleet.Mix(p); err != nil {
 				return err
 			}
 		}

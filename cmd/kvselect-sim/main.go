@@ -6,7 +6,8 @@
 //
 // --model picks the engine model (integration/fleet): h100-8b (default) and h100x8-70b are
 // vLLM-style engines; legacy is the old one-prefill-at-a-time model that reproduces the old
-// tables.
+// tables. Presets joined by "+" make a mixed fleet (worker i runs the (i mod k)-th), e.g.
+// --model h100-8b+a100-8b: four H100 and four A100 workers of eight.
 package main
 
 import (
@@ -41,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	trace := fs.String("trace", "", "trace file: Mooncake .jsonl or Azure 2023 .csv (required)")
 	workers := fs.Int("workers", 8, "number of simulated workers")
 	capacity := fs.Int("capacity-blocks", 0, "per-worker KV cache capacity in 512-token blocks (0: the model's)")
-	model := fs.String("model", fleet.DefaultPreset, "engine model: "+modelHelp())
+	model := fs.String("model", fleet.DefaultPreset, "engine model, or several joined by + for a mixed fleet (worker i runs the (i mod k)-th): "+modelHelp())
 	delay := fs.Duration("kv-event-delay", sim.DefaultKVEventDelayMS*time.Millisecond, "delay between a worker's KV event and the router learning it")
 	requests := fs.Int("requests", 0, "replay only the first N requests (0 = all)")
 	speedup := fs.Float64("speedup", 1, "arrival-rate multiplier")
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *capacity < 0 {
 		return fmt.Errorf("--capacity-blocks must not be negative")
 	}
-	spec, err := fleet.Preset(*model)
+	mix, err := fleet.Mix(*model)
 	if err != nil {
 		return err
 	}
@@ -80,10 +81,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *capacity == 0 {
-		*capacity = spec.NumBlocks(sim.TraceBlockTokens)
+	if *capacity == 0 && len(mix) == 1 {
+		*capacity = mix[0].NumBlocks(sim.TraceBlockTokens)
 	}
-	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: spec.Name,
+	name := mix[0].Name
+	if len(mix) > 1 {
+		name = *model
+	}
+	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: name,
 		KVEventDelayMS: float64(*delay) / float64(time.Millisecond), ScrapeIntervalMS: float64(*scrape) / float64(time.Millisecond)}
 	if *windows > 0 {
 		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, *asMD, stdout)
@@ -117,8 +122,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		tw.Flush()
 		if len(results) > 0 {
 			fmt.Fprintf(stdout, "available = hit rate if every prefill had used the longest prefix cached on any worker\n")
-			fmt.Fprintf(stdout, "ideal hit rate: %.1f%% with one cache of the fleet's %d blocks, %.1f%% with an infinite one; model %s, workers %d, capacity %d blocks, speedup %g, kv-event delay %v\n",
-				100*results[0].IdealHitAtCapacity, *workers**capacity, 100*results[0].IdealHit, spec.Name, *workers, *capacity, *speedup, *delay)
+			capText := fmt.Sprintf("%d blocks", *capacity)
+			if *capacity == 0 {
+				capText = "each preset's"
+			}
+			fmt.Fprintf(stdout, "ideal hit rate: %.1f%% with one cache of the fleet's %d blocks, %.1f%% with an infinite one; model %s, workers %d, capacity %s, speedup %g, kv-event delay %v\n",
+				100*results[0].IdealHitAtCapacity, results[0].FleetBlocks, 100*results[0].IdealHit, name, *workers, capText, *speedup, *delay)
 		}
 	}
 	return nil

@@ -114,6 +114,24 @@ func TestModels(t *testing.T) {
 	}
 }
 
+// TestMixedFleetModel: --model joins presets with + into a mixed fleet, reported under that
+// name, whose KV capacity is each preset's own unless --capacity-blocks sets one for all.
+func TestMixedFleetModel(t *testing.T) {
+	tr := trace(t)
+	objs := jsonLines(t, "--trace", tr, "--requests", "200", "--speedup", "4", "--policies", "round-robin", "--model", "h100-8b+a100-8b", "--workers", "4", "--json")
+	if objs[0]["model"] != "h100-8b+a100-8b" || objs[0]["fleet_blocks"].(float64) != 4*773 {
+		t.Fatalf("mixed fleet: model %v, %v blocks; want h100-8b+a100-8b with 4 × 773", objs[0]["model"], objs[0]["fleet_blocks"])
+	}
+	objs = jsonLines(t, "--trace", tr, "--requests", "200", "--speedup", "4", "--policies", "round-robin", "--model", "h100-8b+a100-8b", "--workers", "4", "--capacity-blocks", "500", "--json")
+	if objs[0]["fleet_blocks"].(float64) != 4*500 {
+		t.Fatalf("--capacity-blocks 500: %v blocks, want 2000", objs[0]["fleet_blocks"])
+	}
+	var out, errb bytes.Buffer
+	if err := run([]string{"--trace", tr, "--requests", "10", "--model", "h100-8b+gpt-9"}, &out, &errb); err == nil {
+		t.Fatal("a mix with an unknown preset was accepted")
+	}
+}
+
 func TestMarkdownOutput(t *testing.T) {
 	var out, errb bytes.Buffer
 	args := []string{"--trace", trace(t), "--requests", "300", "--speedup", "2", "--policies", "round-robin,kvselect,least-loaded", "--markdown"}

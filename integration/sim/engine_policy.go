@@ -50,6 +50,16 @@ func NewEnginePolicy(name string, cfg engine.Config, workers int, seed uint64) (
 // engines reaches the selection engine. Router policy classes (cfg.PolicyConfig) are not
 // simulated.
 func NewEnginePolicyFor(name string, cfg engine.Config, info WorkerInfo, workers int, seed uint64) (*EnginePolicy, error) {
+	infos := make([]WorkerInfo, max(workers, 0))
+	for w := range infos {
+		infos[w] = info
+	}
+	return NewEnginePolicyForWorkers(name, cfg, infos, seed)
+}
+
+// NewEnginePolicyForWorkers is NewEnginePolicyFor with worker w+1 registering infos[w]: a mixed
+// fleet (fleet.Mix), whose workers differ in batch limits and KV capacity.
+func NewEnginePolicyForWorkers(name string, cfg engine.Config, infos []WorkerInfo, seed uint64) (*EnginePolicy, error) {
 	if cfg.PolicyConfig != "" {
 		return nil, fmt.Errorf("sim: router policy classes are not simulated")
 	}
@@ -58,8 +68,8 @@ func NewEnginePolicyFor(name string, cfg engine.Config, info WorkerInfo, workers
 	if err != nil {
 		return nil, err
 	}
-	bs, batched, total := uint32(info.BlockSize), uint64(info.MaxNumBatchedTokens), uint64(info.TotalKVBlocks)
-	for w := range workers {
+	for w, info := range infos {
+		bs, batched, total := uint32(info.BlockSize), uint64(info.MaxNumBatchedTokens), uint64(info.TotalKVBlocks)
 		id := uint64(w + 1)
 		ep := "http://sim-worker-" + strconv.Itoa(w)
 		kv := "tcp://127.0.0.1:1"

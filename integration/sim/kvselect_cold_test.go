@@ -39,11 +39,11 @@ func TestColdCacheIsRefilled(t *testing.T) {
 	}
 	cfg := Config{Workers: 8, CapacityBlocks: 335, Speedup: 0.771, Seed: 42, Model: fleet.PresetSGLangH100_8B, KVEventDelayMS: 5, ScrapeIntervalMS: 50}
 	run := func(ec engine.Config) (Result, []int) {
-		info, err := cfg.workerInfo()
+		infos, err := cfg.workerInfos()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ep, err := NewEnginePolicyFor("kvselect", ec, info, cfg.Workers, cfg.Seed)
+		ep, err := NewEnginePolicyForWorkers("kvselect", ec, infos, cfg.Seed)
 		if err != nil {
 			t.Fatal(err)
 		}

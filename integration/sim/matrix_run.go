@@ -97,13 +97,14 @@ func loadWorkload(w MatrixWorkload) (*matrixTrace, error) {
 	return t, nil
 }
 
-// capacityBlocks is a capacity's per-worker blocks for a preset and a workload.
+// capacityBlocks is a capacity's per-worker blocks for a preset (or a mix of presets: the
+// fraction of the smallest one's, fleet.MixNumBlocks) and a workload.
 func capacityBlocks(c MatrixCapacity, preset string, t *matrixTrace) (int, error) {
-	sp, err := fleet.Preset(preset)
+	mix, err := fleet.Mix(preset)
 	if err != nil {
 		return 0, err
 	}
-	n := int(math.Round(c.Fraction * float64(sp.NumBlocks(TraceBlockTokens))))
+	n := int(math.Round(c.Fraction * float64(fleet.MixNumBlocks(mix, TraceBlockTokens))))
 	return max(n, int(math.Ceil(MinHeadroom*float64(t.maxBlocks))), 1), nil
 }
 

@@ -11,9 +11,10 @@ import (
 // empty caches, at time 0.
 func testView(n, capacity int) *View {
 	spec, _ := fleet.Preset(fleet.DefaultPreset)
-	s := &simulation{spec: spec}
+	s := &simulation{}
 	for range n {
 		s.workers = append(s.workers, &simWorker{eng: fleet.New(spec, TraceBlockTokens, capacity)})
+		s.infos = append(s.infos, workerInfoOf(spec, capacity))
 	}
 	return &View{sim: s}
 }

@@ -72,14 +72,14 @@ func RunPolicy(name string, cfg Config, reqs []Request) (Result, error) {
 }
 
 // RunEngine runs the selection engine at configuration ec as policy name on reqs, its workers
-// registering what cfg's preset and capacity give them (Config.workerInfo), and returns the
+// registering what cfg's presets and capacity give them (Config.workerInfos), and returns the
 // result with the policy, whose engine a caller may inspect after the run.
 func RunEngine(name string, ec engine.Config, cfg Config, reqs []Request) (Result, *EnginePolicy, error) {
-	info, err := cfg.workerInfo()
+	infos, err := cfg.workerInfos()
 	if err != nil {
 		return Result{}, nil, err
 	}
-	p, err := NewEnginePolicyFor(name, ec, info, cfg.Workers, cfg.Seed)
+	p, err := NewEnginePolicyForWorkers(name, ec, infos, cfg.Seed)
 	if err != nil {
 		return Result{}, nil, err
 	}

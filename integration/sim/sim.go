@@ -38,24 +38,58 @@ type Config struct {
 	ScrapeIntervalMS float64
 }
 
-// spec resolves the preset and the per-worker capacity.
-func (c Config) spec() (fleet.Spec, int, error) {
-	sp, err := fleet.Preset(c.Model)
-	if err != nil {
-		return sp, 0, err
-	}
-	capacity := c.CapacityBlocks
-	if capacity == 0 {
-		capacity = sp.NumBlocks(TraceBlockTokens)
-	}
-	return sp, capacity, nil
+// workerFleet is what a run's workers are: each one's engine spec and KV capacity in blocks.
+// Model names one preset or a mix (fleet.Mix: worker i runs the (i mod k)-th preset); each
+// worker holds CapacityBlocks, or its own preset's capacity when that is 0.
+type workerFleet struct {
+	name       string
+	specs      []fleet.Spec // per worker
+	capacities []int        // per worker
 }
 
-// workerInfo is what every worker of a run with configuration c registers: the trace's block
-// size, its capacity and its preset's batch limits.
-func (c Config) workerInfo() (WorkerInfo, error) {
-	sp, capacity, err := c.spec()
-	return workerInfoOf(sp, capacity), err
+// fleet resolves the configuration's workers.
+func (c Config) fleet() (workerFleet, error) {
+	mix, err := fleet.Mix(c.Model)
+	if err != nil {
+		return workerFleet{}, err
+	}
+	f := workerFleet{name: mix[0].Name}
+	if len(mix) > 1 {
+		f.name = c.Model
+	}
+	for w := range max(c.Workers, 0) {
+		sp := mix[w%len(mix)]
+		capacity := c.CapacityBlocks
+		if capacity == 0 {
+			capacity = sp.NumBlocks(TraceBlockTokens)
+		}
+		f.specs = append(f.specs, sp)
+		f.capacities = append(f.capacities, capacity)
+	}
+	return f, nil
+}
+
+// totalBlocks is the fleet's KV capacity.
+func (f workerFleet) totalBlocks() int {
+	n := 0
+	for _, c := range f.capacities {
+		n += c
+	}
+	return n
+}
+
+// workerInfos is what the workers of a run with configuration c register, in worker order:
+// the trace's block size, their capacity and their preset's batch limits.
+func (c Config) workerInfos() ([]WorkerInfo, error) {
+	f, err := c.fleet()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]WorkerInfo, len(f.specs))
+	for w := range infos {
+		infos[w] = workerInfoOf(f.specs[w], f.capacities[w])
+	}
+	return infos, nil
 }
 
 func workerInfoOf(sp fleet.Spec, capacity int) WorkerInfo {
@@ -79,10 +113,12 @@ type Result struct {
 	// Preemptions counts requests the engines preempted to free KV blocks (each time).
 	Preemptions int     `json:"preemptions"`
 	IdealHit    float64 `json:"ideal_hit_rate"`
-	// IdealHitAtCapacity is IdealHitRateAt(workers × capacity): the reuse of one LRU cache as
+	// IdealHitAtCapacity is IdealHitRateAt(the fleet's blocks): the reuse of one LRU cache as
 	// large as the whole fleet's, the ceiling the routing-quality targets are stated against.
 	IdealHitAtCapacity float64 `json:"ideal_hit_rate_at_capacity"`
-	MakespanS          float64 `json:"makespan_s"`
+	// FleetBlocks is the fleet's KV capacity: every worker's blocks.
+	FleetBlocks int     `json:"fleet_blocks"`
+	MakespanS   float64 `json:"makespan_s"`
 
 	// AvailHit is the token hit rate the run would have had if every request had used the
 	// longest prefix cached on any worker when it was first scheduled: the ceiling routing
@@ -149,8 +185,8 @@ type delivery struct {
 
 type simulation struct {
 	cfg     Config
-	spec    fleet.Spec
-	info    WorkerInfo
+	fleet   workerFleet
+	infos   []WorkerInfo // per worker
 	reqs    []Request
 	freqs   []fleet.Request
 	pol     Policy
@@ -172,11 +208,11 @@ type simulation struct {
 // Run replays reqs through the policy and returns its result. KV events go to sink, or to the
 // policy when sink is nil and the policy is an EventSink.
 func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error) {
-	sp, capacity, err := cfg.spec()
+	f, err := cfg.fleet()
 	if err != nil {
 		return Result{}, err
 	}
-	if cfg.Workers < 1 || capacity < 1 {
+	if cfg.Workers < 1 || slices.Min(f.capacities) < 1 {
 		return Result{}, fmt.Errorf("sim: need ≥ 1 worker and ≥ 1 block of capacity")
 	}
 	if cfg.Speedup <= 0 {
@@ -188,12 +224,12 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	if sink == nil {
 		sink, _ = pol.(EventSink)
 	}
-	s := &simulation{cfg: cfg, spec: sp, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)),
-		info: workerInfoOf(sp, capacity)}
+	infos, _ := cfg.workerInfos()
+	s := &simulation{cfg: cfg, fleet: f, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)), infos: infos}
 	s.holder, _ = pol.(Holder)
 	s.view = &View{sim: s}
-	for range cfg.Workers {
-		s.workers = append(s.workers, &simWorker{eng: fleet.New(sp, TraceBlockTokens, capacity)})
+	for w := range cfg.Workers {
+		s.workers = append(s.workers, &simWorker{eng: fleet.New(f.specs[w], TraceBlockTokens, f.capacities[w])})
 	}
 	s.freqs = make([]fleet.Request, len(reqs))
 	order := make([]int, len(reqs))
@@ -251,7 +287,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 			s.arrive(order[next])
 			next++
 		default:
-			return s.result(capacity)
+			return s.result()
 		}
 	}
 }
@@ -382,12 +418,12 @@ func (s *simulation) fail(err error) {
 	}
 }
 
-func (s *simulation) result(capacity int) (Result, error) {
+func (s *simulation) result() (Result, error) {
 	if s.err != nil {
 		return Result{}, s.err
 	}
-	res := Result{Policy: s.pol.Name(), Model: s.spec.Name, Requests: len(s.reqs), IdealHit: IdealHitRate(s.reqs),
-		IdealHitAtCapacity: IdealHitRateAt(s.reqs, len(s.workers)*capacity), MakespanS: s.now / 1000, Preemptions: s.preemptions}
+	res := Result{Policy: s.pol.Name(), Model: s.fleet.name, Requests: len(s.reqs), IdealHit: IdealHitRate(s.reqs),
+		IdealHitAtCapacity: IdealHitRateAt(s.reqs, s.fleet.totalBlocks()), FleetBlocks: s.fleet.totalBlocks(), MakespanS: s.now / 1000, Preemptions: s.preemptions}
 	if s.totalTok > 0 {
 		res.HitRate = s.hitTok / s.totalTok
 		res.AvailHit = s.availTok / s.totalTok

@@ -23,8 +23,8 @@ func (v *View) Workers() int { return len(v.sim.workers) }
 // Now returns the simulation clock in milliseconds.
 func (v *View) Now() float64 { return v.sim.now }
 
-// Worker returns what worker w registered (every simulated worker registers the same).
-func (v *View) Worker(int) WorkerInfo { return v.sim.info }
+// Worker returns what worker w registered (its preset's batch limits and its KV capacity).
+func (v *View) Worker(w int) WorkerInfo { return v.sim.infos[w] }
 
 // InFlight returns how many requests the router sent to w that have not finished.
 func (v *View) InFlight(w int) int { return v.sim.workers[w].inflight }
