@@ -50,11 +50,12 @@ func TestMixedFleetRegistersEachPreset(t *testing.T) {
 // speed from the lifecycle alone (booking, prefill_complete, free), and prices it: the A100
 // ranks learn a per-token cost about the hardware's ratio above the H100 ranks' (the presets'
 // PerToken, ≈ 3.2×; a rank's learned speed also carries its queueing and batching, so the band
-// is wide), and kvselect beats every speed-blind baseline by a wide margin. The workload has
-// no prefix reuse (Azure code at 4× its rate), so the difference is placement by speed alone:
-// Dynamo's formula and least-loaded count tokens and requests, which an A100 clears three
-// times slower. Measured at this cell: mean 267 ms against Dynamo's 349 and least-loaded's
-// 399, p99 2.9 s against 4.5 s and 5.6 s.
+// is wide), and kvselect beats every speed-blind policy by a wide margin, itself with every rank
+// priced at the prior (FixedPrefillModel) included. The workload has no prefix reuse (Azure
+// code at 4× its rate), so the difference is placement by speed alone: Dynamo's formula and
+// least-loaded count tokens and requests, which an A100 clears three times slower. Measured at
+// this cell: mean 267 ms against Dynamo's 349, least-loaded's 399 and 314 without learned
+// speeds; p99 2.9 s against 4.5 s, 5.6 s and 3.5 s.
 func TestMixedFleetLearnsEachSpeed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three full simulations")
@@ -89,8 +90,15 @@ func TestMixedFleetLearnsEachSpeed(t *testing.T) {
 	if ratio < 2 || ratio > 5 {
 		t.Errorf("A100 ranks learned %.2f× the H100 ranks' per-token cost, want within [2, 5] (the hardware's 3.2×)", ratio)
 	}
-	for _, name := range []string{"dynamo", "least-loaded"} {
-		base, err := RunPolicy(name, cfg, reqs)
+	blind := KVSelectConfig()
+	blind.FixedPrefillModel = true // every rank priced at the prior: kvselect without its speeds
+	for _, name := range []string{"dynamo", "least-loaded", "kvselect without learned speeds"} {
+		var base Result
+		if name == "kvselect without learned speeds" {
+			base, _, err = RunEngine(name, blind, cfg, reqs)
+		} else {
+			base, err = RunPolicy(name, cfg, reqs)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
