@@ -329,8 +329,9 @@ func TestPresets(t *testing.T) {
 			t.Fatalf("preset %q: %+v %v", p.Name, got, err)
 		}
 		if !p.Legacy && p.SGLang == nil {
-			// An 8K prefill takes between 0.1 and 1 s; a decode step between 4 and 20 ms.
-			if ms := p.Step.PrefillMS(0, 8192, p.MaxNumBatchedTokens); ms < 100 || ms > 1000 {
+			// An 8K prefill takes between 0.1 and 1.5 s (a 70B model on eight A100s the
+			// longest); a decode step between 4 and 20 ms.
+			if ms := p.Step.PrefillMS(0, 8192, p.MaxNumBatchedTokens); ms < 100 || ms > 1500 {
 				t.Fatalf("%s: 8K prefill %v ms", p.Name, ms)
 			}
 			if ms := p.Step.DecodeStepMS(4096); ms < 4 || ms > 20 {
@@ -351,6 +352,16 @@ func TestPresets(t *testing.T) {
 	}
 	if r := a.Step.DecodeStepMS(4096) / h.Step.DecodeStepMS(4096); r < 1.4 || r > 1.8 {
 		t.Fatalf("a100/h100 decode step %.2f×", r)
+	}
+	// Its 70B counterpart against the H100 TP8 preset: the same batch defaults and KV capacity
+	// as the A100 and the H100 preset respectively, the same prefill ratio.
+	a70, _ := Preset(PresetA100x8_70B)
+	h70, _ := Preset(PresetH100x870)
+	if a70.MaxNumBatchedTokens != 2048 || a70.MaxNumSeqs != 256 || a70.NumBlocks(512) != h70.NumBlocks(512) {
+		t.Fatalf("a100x8-70b preset: %+v", a70)
+	}
+	if r := a70.Step.PrefillMS(0, 8192, a70.MaxNumBatchedTokens) / h70.Step.PrefillMS(0, 8192, h70.MaxNumBatchedTokens); r < 2.5 || r > 4 {
+		t.Fatalf("a100x8/h100x8 70B 8K prefill %.2f×", r)
 	}
 	if _, err := Preset("nope"); err == nil {
 		t.Fatal("unknown preset accepted")

@@ -9,6 +9,8 @@ import "slices"
 //
 //   - a100-8b: the vLLM-style engine on an A100 (a slower GPU, a quarter of the step budget,
 //     a quarter of the running sequences).
+//   - a100x8-70b: the vLLM-style 70B engine, TP8 over eight A100s (the 70B counterpart of
+//     a100-8b, for mixed fleets of the larger model: fleet.Mix).
 //   - sglang-fcfs-h100-8b: the SGLang-style engine under its current default schedule policy,
 //     first come first served, where the sglang-* presets order the waiting queue by longest
 //     cached prefix (SGLangParams.LPM).
@@ -24,12 +26,14 @@ const (
 	a100BW    = 2.039e12 // bytes/s, HBM2e
 	a100Mem   = 80e9     // bytes
 
-	// PresetA100_8B names a100Llama8B, PresetSGLangFCFS_8B sglangFCFSH100Llama8B.
+	// PresetA100_8B names a100Llama8B, PresetA100x8_70B a100x8Llama70B, PresetSGLangFCFS_8B
+	// sglangFCFSH100Llama8B.
 	PresetA100_8B       = "a100-8b"
+	PresetA100x8_70B    = "a100x8-70b"
 	PresetSGLangFCFS_8B = "sglang-fcfs-h100-8b"
 )
 
-var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B()}
+var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B(), a100x8Llama70B()}
 
 // a100Llama8B is an 8B Llama-3-class model in BF16 on one A100 SXM4 80 GB:
 //
@@ -59,6 +63,38 @@ func a100Llama8B() Spec {
 			PerDecode:   0.01,
 		},
 		About: "Llama-3-8B-class, BF16, one A100 SXM4 80 GB (vLLM's A100 defaults: 2048 batched tokens, 256 seqs)",
+	}
+}
+
+// a100x8Llama70B is a 70B Llama-3-class model in BF16, tensor-parallel over eight A100 SXM4 80 GB,
+// h100x8Llama70B's formulas with the A100's constants:
+//
+//   - Fixed = 13.1 ms: 141 GB of weights / 8 GPUs read at 2.039 TB/s (8.7 ms), two all-reduces
+//     per layer × 80 layers at ~20 µs each over NVLink 3 (3.2 ms; an estimate, the H100
+//     preset's 15 µs scaled towards NVLink 3's 600 GB/s against NVLink 4's 900 GB/s, small
+//     all-reduces being mostly latency), ~1.2 ms overhead.
+//   - PerToken = 2 × 70.6e9 FLOP / (8 × 312e12 × 0.45) = 0.126 ms (≈ 8 K prefill tokens/s).
+//   - PerAttnPair = 4 × 80 × 8192 FLOP / (8 × 312e12 × 0.5) = 2.1e-6 ms.
+//   - PerKVToken = 327680 B / (8 × 2.039e12 B/s) = 2.0e-5 ms.
+//   - PerDecode = 0.01 ms.
+//   - KVTokens: the H100 preset's (same memory per GPU): ≈ 1.23 M tokens (2400 blocks).
+//   - MaxNumBatchedTokens 2048, MaxNumSeqs 256: vLLM's A100 defaults (above).
+//
+// A lone 8K-token prefill takes 1.15 s (the H100 preset's 356 ms), a decode step at 4K
+// context 13.3 ms (8.97 ms).
+func a100x8Llama70B() Spec {
+	kvBytes := 2.0 * 80 * 8 * 128 * 2
+	return Spec{
+		Name: PresetA100x8_70B, MaxNumBatchedTokens: 2048, MaxNumSeqs: 256,
+		KVTokens: int((8*(0.9*a100Mem-4e9) - 2*llama70BParams) / kvBytes),
+		Step: StepModel{
+			Fixed:       2*llama70BParams/8/a100BW*1e3 + 2*80*0.020 + 1.2,
+			PerToken:    2 * llama70BParams / (8 * a100FLOPs * 0.45) * 1e3,
+			PerAttnPair: 4 * 80 * 8192 / (8 * a100FLOPs * 0.5) * 1e3,
+			PerKVToken:  kvBytes / (8 * a100BW) * 1e3,
+			PerDecode:   0.01,
+		},
+		About: "Llama-3-70B-class, BF16, TP8 over eight A100 SXM4 80 GB (vLLM's A100 defaults: 2048 batched tokens, 256 seqs)",
 	}
 }
 
