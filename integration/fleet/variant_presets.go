@@ -81,7 +81,8 @@ func a100Llama8B() Spec {
 //   - MaxNumBatchedTokens 2048, MaxNumSeqs 256: vLLM's A100 defaults (above).
 //
 // A lone 8K-token prefill takes 1.15 s (the H100 preset's 356 ms), a decode step at 4K
-// context 13.3 ms (8.97 ms).
+// context 13.3 ms (8.97 ms). It repeats h100x8Llama70B's formulas with the A100's constants for
+// the reason a100Llama8B gives: one helper over GPU parameters would move the H100 results.
 func a100x8Llama70B() Spec {
 	kvBytes := 2.0 * 80 * 8 * 128 * 2
 	return Spec{
