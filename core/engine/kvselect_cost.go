@@ -24,7 +24,8 @@ import (
 //	β             = min(miss_work_weight, max(the rank's pending prefills, the share of
 //	                ranks with a pending prefill))   (betaAt; miss_work_weight 4; without
 //	                RobustKVSelect the partition's pending prefills per rank, capped)
-//	occupancy     = the rank's indexed blocks / the fullest rank's, × min(1, its cache heat /
+//	occupancy     = the rank's indexed blocks / the fullest rank's (each in blocks of the
+//	                partition's smallest registered cache, fillScales), × min(1, its cache heat /
 //	                (cold_cache_share · the mean's)): a cache few requests have used lately
 //	                holds stale blocks (kvselect_eviction.go)
 //	cost          = queue_ms + (1 + β)·own     (on a partition learned to reorder its queue,
@@ -91,7 +92,7 @@ func kvselectCosts(cs []scored, n *normalized, blockSize uint32, w weights) {
 // partition aggregates: the general path's and KVSelectScorer's one pass before their costs.
 func (k *kvselectTerms) observeScored(cs []scored) {
 	for i := range cs {
-		k.observeEntries(cs[i].entries)
+		k.observeEntries(cs[i].entries, cs[i].fillScale)
 		k.observeRank(cs[i].Load.Speed, cs[i].Load.PendingPrefills)
 		k.observeHeat(cs[i].Load.CacheHeat)
 	}
@@ -103,7 +104,7 @@ func (k *kvselectTerms) scoredCost(s *scored) float64 {
 	l := s.Load
 	occ := 0.0
 	if k.w.eviction > 0 {
-		occ = occupancy(s.entries, k.invMax()) * k.coldFactor(l.CacheHeat)
+		occ = occupancy(s.entries, s.fillScale, k.invMax()) * k.coldFactor(l.CacheHeat)
 	}
 	invCap, invBudget := 0.0, 0.0
 	if k.w.needsCapacity() && s.w != nil {
@@ -131,8 +132,9 @@ type kvselectTerms struct {
 	isl float64
 	// islBlocks is the request's blocks, ⌈isl/bs⌉ (the pressure term).
 	islBlocks float64
-	// maxEntries is the most blocks any rank holds in the index.
-	maxEntries int32
+	// maxFill is the most blocks any rank holds in the index, each rank's scaled by its
+	// fillScale (kvselect_eviction.go).
+	maxFill float64
 	// sumB and nB accumulate the ranks' per-token costs and sumK their context coefficients
 	// (kvselect_speed.go); busyRanks counts the ranks with a pending prefill, of ranks ranks
 	// (the saturation, betaAt, kvselect_partition.go).
@@ -163,8 +165,14 @@ func newKVSelectTerms(n *normalized, blockSize uint32, w weights) kvselectTerms 
 	return k
 }
 
-// observeEntries takes one rank's indexed blocks into the partition's maximum.
-func (k *kvselectTerms) observeEntries(n int32) { k.maxEntries = max(k.maxEntries, n) }
+// observeEntries takes one rank's indexed blocks, scaled by its fillScale, into the partition's
+// maximum. A plain comparison, not the built-in max: the values are finite and non-negative, and
+// max's NaN and signed-zero handling made this loop 10 % of BenchmarkFastSteps/kvselect_cost.
+func (k *kvselectTerms) observeEntries(n int32, scale float64) {
+	if v := float64(float64(n) * scale); v > k.maxFill {
+		k.maxFill = v
+	}
+}
 
 // observeHeat takes one rank's cache heat into the partition's sum; settleHeat, once all ranks
 // ranks are observed (in candidate order on every path, so the sums agree bit for bit), derives
@@ -178,10 +186,10 @@ func (k *kvselectTerms) settleHeat(ranks int) {
 	}
 }
 
-// invMax is 1/maxEntries, 0 while every rank is empty.
+// invMax is 1/maxFill, 0 while every rank is empty.
 func (k *kvselectTerms) invMax() float64 {
-	if k.maxEntries > 0 {
-		return 1 / float64(k.maxEntries)
+	if k.maxFill > 0 {
+		return 1 / k.maxFill
 	}
 	return 0
 }

@@ -47,6 +47,9 @@ type candidate struct {
 	// invBudget is 1/max_num_batched_tokens of the worker, 0 when it registered none (the
 	// kvselect policy's decode term, kvselect_decode.go); cached for the same reason.
 	invBudget float64
+	// fillScale converts the rank's indexed blocks into blocks of the partition's smallest
+	// registered cache (fillScales; the eviction term's occupancy, kvselect_eviction.go).
+	fillScale float64
 }
 
 func (c candidate) owner() kvwire.Owner { return kvwire.Owner{Worker: c.w.id, Rank: c.rank} }
@@ -94,8 +97,11 @@ type partition struct {
 	rankSparse bool
 	// order is each rank's store order for the KV-index budget (indexbudget.go).
 	order map[kvwire.Owner]*storeOrder
-	// capacity tallies the candidates' registered KV capacity (partition_capacity.go).
-	capacity capTally
+	// capacity tallies the candidates' registered KV capacity (partition_capacity.go), and
+	// smallestKV is its smallest registered total_kv_blocks as the candidates' fillScale last
+	// saw it (syncFillScales).
+	capacity   capTally
+	smallestKV uint64
 }
 
 // newPartition creates an empty partition. approximate: bookings feed the index (events off);
@@ -142,6 +148,8 @@ func (p *partition) rebuild() {
 	}
 	p.capacity = capTally{}
 	p.capacity.tally(p.cands, true)
+	p.smallestKV = p.capacity.smallest()
+	fillScales(p.cands, p.smallestKV)
 	p.syncHeatWindow()
 	p.ordOK, p.ordVersion = p.checkOrdinals(), p.tracker.Version()
 	p.slots.reset()

@@ -90,6 +90,7 @@ func (p *partition) candsChanged(lo, hi int) {
 	}
 	p.ordVersion = p.tracker.Version()
 	p.syncHeatWindow()
+	p.syncFillScales(lo, hi)
 	p.slots.reset()
 	if p.predicted != nil {
 		p.predicted.slots.reset()

@@ -19,8 +19,8 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 	evict, capacity, decode := w.eviction > 0, w.needsCapacity(), w.decodeCtx > 0
 	cold := evict && w.coldShare > 0 && tr.HeatWindow() > 0
 	if evict {
-		for _, n := range ent {
-			k.observeEntries(n)
+		for i, n := range ent {
+			k.observeEntries(n, p.cands[i].fillScale)
 		}
 		invMax = k.invMax()
 		if cold {
@@ -44,7 +44,7 @@ func (kvselectPolicy) fast(e *Engine, sel *selection) {
 		o := &ov[i]
 		occ := 0.0
 		if evict {
-			occ = occupancy(ent[i], invMax)
+			occ = occupancy(ent[i], p.cands[i].fillScale, invMax)
 			if cold {
 				occ *= k.coldFactor(tr.CacheHeatAt(i))
 			}

@@ -21,8 +21,9 @@ type scored struct {
 	away bool
 	cost float64
 	// entries is the number of blocks the rank holds in the index (the kvselect policy's
-	// eviction term; filled only when that term is on).
-	entries int32
+	// eviction term; filled only when that term is on), fillScale its candidate's.
+	entries   int32
+	fillScale float64
 }
 
 // selectScratch holds buffers reused by every selection (the engine is single-threaded).
@@ -268,7 +269,7 @@ func (e *Engine) score(p *partition, n *normalized, w weights) []scored {
 		sc.BookedPrefixBlocks = int(booked[i])
 		sc.Load = l
 		sc.w, sc.eligible, sc.away, sc.cost = c.w, true, false, 0
-		sc.entries = ent[i]
+		sc.entries, sc.fillScale = ent[i], c.fillScale
 	}
 	w.policy.costs(cs, *n, p.blockSize, w)
 	return cs
@@ -295,7 +296,7 @@ func (e *Engine) scoreMerged(p *partition, n *normalized, w weights) []scored {
 	ent := e.entriesOf(p, w)
 	for i := range p.cands {
 		c := &p.cands[i]
-		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true, entries: ent[i]}
+		cs[i] = scored{Candidate: Candidate{Owner: p.owners[i], Worker: c.w.info(), Load: &s.loads[i]}, w: c.w, eligible: true, entries: ent[i], fillScale: c.fillScale}
 	}
 	if len(n.block) > 0 {
 		j := 0

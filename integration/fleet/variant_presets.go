@@ -11,6 +11,9 @@ import "slices"
 //     a quarter of the running sequences).
 //   - a100x8-70b: the vLLM-style 70B engine, TP8 over eight A100s (the 70B counterpart of
 //     a100-8b, for mixed fleets of the larger model: fleet.Mix).
+//   - h200-8b: the vLLM-style engine on an H200: the H100's compute with more and faster
+//     memory, so about twice the KV cache (a fleet whose workers register different
+//     total_kv_blocks: fleet.Mix).
 //   - sglang-fcfs-h100-8b: the SGLang-style engine under its current default schedule policy,
 //     first come first served, where the sglang-* presets order the waiting queue by longest
 //     cached prefix (SGLangParams.LPM).
@@ -30,10 +33,18 @@ const (
 	// sglangFCFSH100Llama8B.
 	PresetA100_8B       = "a100-8b"
 	PresetA100x8_70B    = "a100x8-70b"
+	PresetH200_8B       = "h200-8b"
 	PresetSGLangFCFS_8B = "sglang-fcfs-h100-8b"
 )
 
-var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B(), a100x8Llama70B()}
+// The H200 (NVIDIA H200 SXM datasheet): the H100 SXM's 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e,
+// 141 GB; vLLM gives it the large-GPU batch defaults (8192, 1024).
+const (
+	h200BW  = 4.8e12 // bytes/s, HBM3e
+	h200Mem = 141e9  // bytes
+)
+
+var variantPresets = []Spec{a100Llama8B(), sglangFCFSH100Llama8B(), a100x8Llama70B(), h200Llama8B()}
 
 // a100Llama8B is an 8B Llama-3-class model in BF16 on one A100 SXM4 80 GB:
 //
@@ -96,6 +107,31 @@ func a100x8Llama70B() Spec {
 			PerDecode:   0.01,
 		},
 		About: "Llama-3-70B-class, BF16, TP8 over eight A100 SXM4 80 GB (vLLM's A100 defaults: 2048 batched tokens, 256 seqs)",
+	}
+}
+
+// h200Llama8B is an 8B Llama-3-class model in BF16 on one H200 SXM, h100Llama8B's formulas with
+// the H200's memory (for the reason a100Llama8B gives):
+//
+//   - Fixed = 4.5 ms: 16.1 GB of weights read once per step at 4.8 TB/s (3.3 ms) plus ~1.2 ms.
+//   - PerToken, PerAttnPair: the H100's (the same compute): 0.0295 ms, 1.06e-6 ms.
+//   - PerKVToken = 131072 B / 4.8e12 B/s = 2.7e-5 ms.
+//   - PerDecode = 0.01 ms.
+//   - KVTokens: 0.9 × 141 GB − 16.1 GB of weights − ~4 GB = 106.8 GB at 131072 B per token
+//     ≈ 815 K tokens (1,592 blocks of 512 tokens, about twice the H100's 773).
+func h200Llama8B() Spec {
+	kvBytes := 2.0 * 32 * 8 * 128 * 2
+	return Spec{
+		Name: PresetH200_8B, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024,
+		KVTokens: int((0.9*h200Mem - 2*llama8BParams - 4e9) / kvBytes),
+		Step: StepModel{
+			Fixed:       2*llama8BParams/h200BW*1e3 + 1.2,
+			PerToken:    2 * llama8BParams / (h100FLOPs * 0.55) * 1e3,
+			PerAttnPair: 4 * 32 * 4096 / (h100FLOPs * 0.5) * 1e3,
+			PerKVToken:  kvBytes / h200BW * 1e3,
+			PerDecode:   0.01,
+		},
+		About: "Llama-3-8B-class, BF16, one H200 SXM (the H100's compute, 141 GB at 4.8 TB/s; vLLM defaults: 8192 batched tokens, 1024 seqs)",
 	}
 }
 

@@ -97,15 +97,23 @@ func loadWorkload(w MatrixWorkload) (*matrixTrace, error) {
 	return t, nil
 }
 
-// capacityBlocks is a capacity's per-worker blocks for a preset (or a mix of presets: the
-// fraction of the smallest one's, fleet.MixNumBlocks) and a workload.
+// capacityBlocks is a capacity's per-worker blocks for a preset and a workload. For a mix of
+// presets whose caches differ (fleet.Mix) the full capacity (Fraction 1) is 0 — every worker its
+// own preset's, as Config.CapacityBlocks 0 and kvselect-sim --capacity-blocks 0 give it — when
+// each holds the workload's headroom; any other fraction is of the smallest preset's
+// (fleet.MixNumBlocks), the same for every worker.
 func capacityBlocks(c MatrixCapacity, preset string, t *matrixTrace) (int, error) {
 	mix, err := fleet.Mix(preset)
 	if err != nil {
 		return 0, err
 	}
-	n := int(math.Round(c.Fraction * float64(fleet.MixNumBlocks(mix, TraceBlockTokens))))
-	return max(n, int(math.Ceil(MinHeadroom*float64(t.maxBlocks))), 1), nil
+	floor := int(math.Ceil(MinHeadroom * float64(t.maxBlocks)))
+	smallest := fleet.MixNumBlocks(mix, TraceBlockTokens)
+	if c.Fraction == 1 && smallest >= floor && slices.ContainsFunc(mix, func(sp fleet.Spec) bool { return sp.NumBlocks(TraceBlockTokens) != smallest }) {
+		return 0, nil
+	}
+	n := int(math.Round(c.Fraction * float64(smallest)))
+	return max(n, floor, 1), nil
 }
 
 // config is the simulation configuration of group g at speedup s.

@@ -117,3 +117,27 @@ func mean(xs []float64) float64 {
 	}
 	return s / float64(max(len(xs), 1))
 }
+
+// TestMixedFleetMatrixCapacity: the matrix's full capacity of a mix whose caches differ is each
+// worker's own preset's (0), a fraction of it the smallest preset's share for all, and a mix of
+// equal caches gets the blocks explicitly, as a single preset does.
+func TestMixedFleetMatrixCapacity(t *testing.T) {
+	tr := &matrixTrace{maxBlocks: 40}
+	h := fleet.PresetH100_8B
+	for _, c := range []struct {
+		preset   string
+		fraction float64
+		want     int
+	}{
+		{h + "+" + fleet.PresetH200_8B, 1, 0},
+		{h + "+" + fleet.PresetH200_8B, 0.25, 193}, // a quarter of the H100's 773
+		{mixedFleet, 1, 773},                       // H100 and A100 caches are equal
+		{h, 1, 773},
+		{h, 0.01, 50}, // raised to MinHeadroom × the largest prompt
+	} {
+		got, err := capacityBlocks(MatrixCapacity{Name: "c", Fraction: c.fraction}, c.preset, tr)
+		if err != nil || got != c.want {
+			t.Errorf("%s at %v: %d blocks (%v), want %d", c.preset, c.fraction, got, err, c.want)
+		}
+	}
+}
