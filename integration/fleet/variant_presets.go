@@ -29,8 +29,8 @@ const (
 	a100BW    = 2.039e12 // bytes/s, HBM2e
 	a100Mem   = 80e9     // bytes
 
-	// PresetA100_8B names a100Llama8B, PresetA100x8_70B a100x8Llama70B, PresetSGLangFCFS_8B
-	// sglangFCFSH100Llama8B.
+	// PresetA100_8B names a100Llama8B, PresetA100x8_70B a100x8Llama70B, PresetH200_8B
+	// h200Llama8B, PresetSGLangFCFS_8B sglangFCFSH100Llama8B.
 	PresetA100_8B       = "a100-8b"
 	PresetA100x8_70B    = "a100x8-70b"
 	PresetH200_8B       = "h200-8b"
