@@ -84,11 +84,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *capacity == 0 && len(mix) == 1 {
 		*capacity = mix[0].NumBlocks(sim.TraceBlockTokens)
 	}
-	name := mix[0].Name
-	if len(mix) > 1 {
-		name = *model
-	}
-	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: name,
+	cfg := sim.Config{Workers: *workers, CapacityBlocks: *capacity, Speedup: *speedup, Seed: *seed, Model: *model,
 		KVEventDelayMS: float64(*delay) / float64(time.Millisecond), ScrapeIntervalMS: float64(*scrape) / float64(time.Millisecond)}
 	if *windows > 0 {
 		return runWindows(cfg, sim.Windows(reqs, *windows), splitList(*policies), *baseline, *asJSON, *asMD, stdout)
@@ -127,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				capText = "each preset's"
 			}
 			fmt.Fprintf(stdout, "ideal hit rate: %.1f%% with one cache of the fleet's %d blocks, %.1f%% with an infinite one; model %s, workers %d, capacity %s, speedup %g, kv-event delay %v\n",
-				100*results[0].IdealHitAtCapacity, results[0].FleetBlocks, 100*results[0].IdealHit, name, *workers, capText, *speedup, *delay)
+				100*results[0].IdealHitAtCapacity, results[0].FleetBlocks, 100*results[0].IdealHit, results[0].Model, *workers, capText, *speedup, *delay)
 		}
 	}
 	return nil

@@ -7,9 +7,9 @@ package engine
 // uncached prefill by its cache occupancy: the blocks the rank holds in the index (every tier)
 // over the most blocks any rank of the partition holds, each rank's counted in blocks of the
 // partition's smallest registered cache (fillScales: a rank with twice the cache is as full at
-// twice the blocks). New sessions then go where they displace
-// the least (SGLang's router sends unmatched requests to the worker with the smallest tree for
-// the same reason), and a conversation is not moved onto a rank whose cache it would churn.
+// twice the blocks). New sessions then go where they displace the least (SGLang's router sends
+// unmatched requests to the worker with the smallest tree for the same reason), and a
+// conversation is not moved onto a rank whose cache it would churn.
 //
 // A full cache is not always a valuable one. Under load every cache is about equally full, so
 // occupancy differs between ranks by a few per cent and decides near ties, always against the
@@ -66,10 +66,10 @@ func (w *worker) invKVCapacity() float64 {
 
 // fillScales sets the fillScale of every candidate of cs: smallest (the partition's smallest
 // registered total_kv_blocks, partition.syncFillScales) over the rank's own, 1 for a rank that
-// registered none (and for every rank while none did). Occupancy is then measured in blocks of the smallest cache, so a rank whose
-// cache is twice as large counts as full at twice the blocks; where every rank registers the
-// same capacity (or none) every scale is exactly 1 and occupancy is the raw block count's,
-// bit for bit.
+// registered none (and for every rank while none did). Occupancy is then measured in blocks of
+// the smallest cache, so a rank whose cache is twice as large counts as full at twice the
+// blocks; where every rank registers the same capacity (or none) every scale is exactly 1 and
+// occupancy is the raw block count's, bit for bit.
 //
 // Measured without it (integration/sim, 4 H100 + 4 H200 workers, the H200's cache 1,592 blocks
 // against 773, Mooncake synthetic at round-robin's p99 + 1 s): the H200s, holding the most

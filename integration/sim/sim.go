@@ -78,18 +78,20 @@ func (f workerFleet) totalBlocks() int {
 	return n
 }
 
-// workerInfos is what the workers of a run with configuration c register, in worker order:
-// the trace's block size, their capacity and their preset's batch limits.
-func (c Config) workerInfos() ([]WorkerInfo, error) {
-	f, err := c.fleet()
-	if err != nil {
-		return nil, err
-	}
+// infos is what the fleet's workers register, in worker order: the trace's block size, their
+// capacity and their preset's batch limits.
+func (f workerFleet) infos() []WorkerInfo {
 	infos := make([]WorkerInfo, len(f.specs))
 	for w := range infos {
 		infos[w] = workerInfoOf(f.specs[w], f.capacities[w])
 	}
-	return infos, nil
+	return infos
+}
+
+// workerInfos is what the workers of a run with configuration c register (workerFleet.infos).
+func (c Config) workerInfos() ([]WorkerInfo, error) {
+	f, err := c.fleet()
+	return f.infos(), err
 }
 
 func workerInfoOf(sp fleet.Spec, capacity int) WorkerInfo {
@@ -224,8 +226,7 @@ func Run(cfg Config, reqs []Request, pol Policy, sink EventSink) (Result, error)
 	if sink == nil {
 		sink, _ = pol.(EventSink)
 	}
-	infos, _ := cfg.workerInfos()
-	s := &simulation{cfg: cfg, fleet: f, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)), infos: infos}
+	s := &simulation{cfg: cfg, fleet: f, reqs: reqs, pol: pol, sink: sink, state: make([]reqState, len(reqs)), infos: f.infos()}
 	s.holder, _ = pol.(Holder)
 	s.view = &View{sim: s}
 	for w := range cfg.Workers {
