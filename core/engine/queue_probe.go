@@ -84,12 +84,12 @@ func (e *Engine) probeQueue(req *SelectRequest, parked *parkedPrompt) (QueueProb
 			pr.ServiceMS, first = ms, false
 		}
 		if pw != nil {
-			pr.Busy = rule.busy(c.Load.ActivePrefillTokens, c.w)
+			pr.Busy = rule.busy(c.Load.ActivePrefillTokens, c.w) && e.admits(p, req)
 			return pr, parkedPrompt{n, p.blockSize}, nil
 		}
 		pc.add(rule.busy(c.Load.ActivePrefillTokens, c.w))
 	}
-	pr.Busy = pw == nil && rule.poolBusy(pc)
+	pr.Busy = pw == nil && rule.poolBusy(pc) && e.admits(p, req)
 	return pr, parkedPrompt{n, p.blockSize}, nil
 }
 

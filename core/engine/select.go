@@ -141,7 +141,7 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 	if e.fastEligible(p, req, session, w) {
 		sel := &e.scratch.sel
 		*sel = selection{p: p, norm: norm, w: w, session: session}
-		admit := admission && e.queueing(req)
+		admit := admission && e.admits(p, req)
 		if err := e.chooseFast(sel, req.AllowedWorkerIDs, admit, e.busyRule(req), booking); err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 					return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not allowed for this request", *pw.WorkerID, *pw.DPRank)
 				}
 				// Admission looks at the pinned rank alone (Dynamo's pinned lane).
-				if admission && e.queueing(req) && e.busyRule(req).busy(cands[i].Load.ActivePrefillTokens, cands[i].w) {
+				if admission && e.admits(p, req) && e.busyRule(req).busy(cands[i].Load.ActivePrefillTokens, cands[i].w) {
 					return nil, overloaded()
 				}
 				sel.pick = &cands[i]
@@ -173,7 +173,7 @@ func (e *Engine) choose(req *SelectRequest, admission, booking bool, now time.Ti
 		}
 		return nil, errorf(ErrNoEndpoints, "pinned worker %d (dp_rank %d) is not schedulable for %s", *pw.WorkerID, *pw.DPRank, key)
 	}
-	if admission && e.queueing(req) {
+	if admission && e.admits(p, req) {
 		if err := e.admit(cands, e.busyRule(req)); err != nil {
 			return nil, err
 		}
