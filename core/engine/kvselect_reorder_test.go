@@ -45,13 +45,26 @@ func reorderFleet(t *testing.T, slowdown float64, teach bool) (*Engine, time.Tim
 	cfg.EvictionWeight, cfg.CacheStickShare, cfg.DecodeContextWeight, cfg.ActiveRequestTokens = 0, 0, 0, 0
 	cfg.KVPressureWeight, cfg.KVOccupancyWeight = 0, 0
 	e := twoRankFleet(t, &cfg, func(*WorkerSpec) {})
+	now := teachOrder(t, e, teach)
+	for i := range 10 {
+		pinned(t, e, fmt.Sprintf("hit-%d", i), 1, toks(3_000_000+100*i, 16), now)
+	}
+	pinned(t, e, "long", 2, toks(4_000_000, 20_000), now)
+	return e, now
+}
+
+// teachOrder has worker 1 of e complete 40 pairs of 16-token prefills booked 10 ms apart, the
+// younger first by a second when reorder (the partition learns its engines reorder) and in
+// arrival order otherwise, each pair freed after; it returns the time after the last.
+func teachOrder(t *testing.T, e *Engine, reorder bool) time.Time {
+	t.Helper()
 	now := t0
 	for i := range 40 {
 		older, younger := fmt.Sprintf("old-%d", i), fmt.Sprintf("young-%d", i)
 		pinned(t, e, older, 1, toks(1_000_000+100*i, 16), now)
 		pinned(t, e, younger, 1, toks(2_000_000+100*i, 16), now.Add(10*time.Millisecond))
 		first, second := younger, older
-		if !teach {
+		if !reorder {
 			first, second = older, younger
 		}
 		noErr(t, e.PrefillCompleteAt(first, now.Add(time.Second)))
@@ -60,11 +73,7 @@ func reorderFleet(t *testing.T, slowdown float64, teach bool) (*Engine, time.Tim
 		noErr(t, e.Free(younger))
 		now = now.Add(3 * time.Second)
 	}
-	for i := range 10 {
-		pinned(t, e, fmt.Sprintf("hit-%d", i), 1, toks(3_000_000+100*i, 16), now)
-	}
-	pinned(t, e, "long", 2, toks(4_000_000, 20_000), now)
-	return e, now
+	return now
 }
 
 // TestReorderedPricingFollowsTheLearnedOrder: a fresh 16,384-token prompt (about 378 ms of

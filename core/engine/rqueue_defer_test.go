@@ -7,30 +7,15 @@ import (
 )
 
 // deferFleet is two workers registering max_num_batched_tokens 1,000 under the router queue at
-// threshold 1 in order policy, where worker 1 first completes 40 pairs of 16-token prefills,
-// younger first when teach (the partition learns its engines reorder) and in arrival order
-// otherwise, and then both workers hold a pending 2,000-token prefill: every rank is busy.
+// threshold 1 in order policy, taught their queue order (teachOrder: reordering when teach),
+// and then both holding a pending 2,000-token prefill: every rank is busy.
 func deferFleet(t *testing.T, policy string, teach bool) (*Engine, time.Time) {
 	t.Helper()
 	cfg := KVSelectDefaults()
 	threshold := 1.0
 	cfg.QueueThreshold, cfg.QueuePolicy = &threshold, policy
 	e := twoRankFleet(t, &cfg, func(s *WorkerSpec) { s.MaxNumBatchedTokens = ptr(uint64(1000)) })
-	now := t0
-	for i := range 40 {
-		older, younger := fmt.Sprintf("old-%d", i), fmt.Sprintf("young-%d", i)
-		pinned(t, e, older, 1, toks(1_000_000+100*i, 16), now)
-		pinned(t, e, younger, 1, toks(2_000_000+100*i, 16), now.Add(10*time.Millisecond))
-		first, second := younger, older
-		if !teach {
-			first, second = older, younger
-		}
-		noErr(t, e.PrefillCompleteAt(first, now.Add(time.Second)))
-		noErr(t, e.PrefillCompleteAt(second, now.Add(2*time.Second)))
-		noErr(t, e.Free(older))
-		noErr(t, e.Free(younger))
-		now = now.Add(3 * time.Second)
-	}
+	now := teachOrder(t, e, teach)
 	pinned(t, e, "long-1", 1, toks(3_000_000, 2000), now)
 	pinned(t, e, "long-2", 2, toks(4_000_000, 2000), now)
 	return e, now
