@@ -110,8 +110,9 @@ func a100x8Llama70B() Spec {
 	}
 }
 
-// h200Llama8B is an 8B Llama-3-class model in BF16 on one H200 SXM, h100Llama8B's formulas with
-// the H200's memory (for the reason a100Llama8B gives):
+// h200Llama8B is an 8B Llama-3-class model in BF16 on one H200 SXM: h100Llama8B with the
+// H200's memory size and bandwidth (only the terms those enter are rewritten, so the H100's
+// compute terms are the H100 preset's bit for bit):
 //
 //   - Fixed = 4.5 ms: 16.1 GB of weights read once per step at 4.8 TB/s (3.3 ms) plus ~1.2 ms.
 //   - PerToken, PerAttnPair: the H100's (the same compute): 0.0295 ms, 1.06e-6 ms.
@@ -120,19 +121,14 @@ func a100x8Llama70B() Spec {
 //   - KVTokens: 0.9 × 141 GB − 16.1 GB of weights − ~4 GB = 106.8 GB at 131072 B per token
 //     ≈ 815 K tokens (1,592 blocks of 512 tokens, about twice the H100's 773).
 func h200Llama8B() Spec {
+	s := h100Llama8B() // the H100's compute: PerToken, PerAttnPair, PerDecode and batch limits
 	kvBytes := 2.0 * 32 * 8 * 128 * 2
-	return Spec{
-		Name: PresetH200_8B, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024,
-		KVTokens: int((0.9*h200Mem - 2*llama8BParams - 4e9) / kvBytes),
-		Step: StepModel{
-			Fixed:       2*llama8BParams/h200BW*1e3 + 1.2,
-			PerToken:    2 * llama8BParams / (h100FLOPs * 0.55) * 1e3,
-			PerAttnPair: 4 * 32 * 4096 / (h100FLOPs * 0.5) * 1e3,
-			PerKVToken:  kvBytes / h200BW * 1e3,
-			PerDecode:   0.01,
-		},
-		About: "Llama-3-8B-class, BF16, one H200 SXM (the H100's compute, 141 GB at 4.8 TB/s; vLLM defaults: 8192 batched tokens, 1024 seqs)",
-	}
+	s.Name = PresetH200_8B
+	s.KVTokens = int((0.9*h200Mem - 2*llama8BParams - 4e9) / kvBytes)
+	s.Step.Fixed = 2*llama8BParams/h200BW*1e3 + 1.2
+	s.Step.PerKVToken = kvBytes / h200BW * 1e3
+	s.About = "Llama-3-8B-class, BF16, one H200 SXM (the H100's compute, 141 GB at 4.8 TB/s; vLLM defaults: 8192 batched tokens, 1024 seqs)"
+	return s
 }
 
 // sglangFCFSH100Llama8B is sglangH100Llama8B with SGLang's default schedule policy, "fcfs"
